@@ -1,0 +1,57 @@
+// The collective algorithms. Each is a plain function over the P2P interface, in its own file
+// whose header comment gives the schedule and the cost (alpha = per-message latency, beta = time
+// per byte on a link, n = ranks, B = bytes). docs/algorithms.md collects them.
+//
+// Every function is called by all ranks of the group with matching arguments. Counts are in
+// elements; `esize` is the element size in bytes.
+#pragma once
+
+#include <cstddef>
+
+#include "collectives/p2p.hpp"
+#include "strata/types.hpp"
+
+namespace strata::coll {
+
+/// How a buffer of `total` elements is cut into n contiguous blocks: block i starts at
+/// total*i/n, so sizes differ by at most one element and any count works for any n.
+struct Blocks {
+  size_t total;
+  int n;
+  size_t offset(int i) const { return total / n * i + std::min<size_t>(i, total % n); }
+  size_t count(int i) const { return total / n + (size_t(i) < total % n ? 1 : 0); }
+};
+
+/// Equal blocks of `each` elements (reduce_scatter / all_gather layouts).
+struct EqualBlocks {
+  size_t each;
+  size_t offset(int i) const { return each * i; }
+  size_t count(int) const { return each; }
+};
+
+// ring_reduce_scatter.cpp
+void ring_reduce_scatter(P2P& p, const void* in, void* out, const Blocks& b, DataType dt,
+                         ReduceOp op);
+void ring_reduce_scatter(P2P& p, const void* in, void* out, const EqualBlocks& b, DataType dt,
+                         ReduceOp op);
+// ring_all_gather.cpp
+void ring_all_gather(P2P& p, void* buf, const Blocks& b, size_t esize);
+void ring_all_gather(P2P& p, void* buf, const EqualBlocks& b, size_t esize);
+// ring_all_reduce.cpp
+void ring_all_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt, ReduceOp op);
+// pairwise_all_to_all.cpp
+void pairwise_all_to_allv(P2P& p, const void* in, const size_t* send_counts,
+                          const size_t* send_displs, void* out, const size_t* recv_counts,
+                          const size_t* recv_displs, size_t esize);
+// binomial_broadcast.cpp
+void binomial_broadcast(P2P& p, void* buf, size_t bytes, int root);
+// binomial_reduce.cpp
+void binomial_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt, ReduceOp op,
+                     int root);
+// linear_gather_scatter.cpp
+void linear_gather(P2P& p, const void* in, void* out, size_t bytes, int root);
+void linear_scatter(P2P& p, const void* in, void* out, size_t bytes, int root);
+// dissemination_barrier.cpp
+void dissemination_barrier(P2P& p);
+
+}  // namespace strata::coll

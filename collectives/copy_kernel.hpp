@@ -1,0 +1,13 @@
+// Bulk copy for the data paths. glibc's memcpy picks `rep movsb` for mid-sized copies, which on
+// some virtual machines (measured on these AMD EPYC VMs) runs at ~2 GB/s instead of ~35 GB/s
+// depending on alignment; a plain vector loop does not have that cliff.
+#pragma once
+
+#include <cstddef>
+
+namespace strata::coll {
+
+/// Copies `bytes` from `src` to `dst` (no overlap).
+void copy(void* dst, const void* src, size_t bytes);
+
+}  // namespace strata::coll

@@ -1,0 +1,137 @@
+#include "collectives/select.hpp"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config.hpp"
+#include "log.hpp"
+#include "strata/error.hpp"
+
+namespace strata::coll {
+namespace {
+
+constexpr Collective kAll[] = {Collective::all_reduce, Collective::reduce_scatter,
+                               Collective::all_gather, Collective::all_to_all,
+                               Collective::broadcast, Collective::reduce};
+
+bool parse_algo(std::string_view s, Algo& out) {
+  for (Algo a : {Algo::ring, Algo::shm, Algo::pairwise, Algo::binomial}) {
+    if (algo_name(a) == s) {
+      out = a;
+      return true;
+    }
+  }
+  return false;
+}
+
+// STRATA_ALGO, parsed once: collective -> forced algorithm.
+const std::map<Collective, Algo>& forced() {
+  static const std::map<Collective, Algo> table = [] {
+    std::map<Collective, Algo> t;
+    std::stringstream in(config().algo);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      if (item.empty()) continue;
+      auto eq = item.find('=');
+      Algo a;
+      std::string name = eq == std::string::npos ? item : item.substr(eq + 1);
+      if (!parse_algo(name, a)) {
+        throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                    "STRATA_ALGO: unknown algorithm '" + name +
+                        "' (known: ring, shm, pairwise, binomial)");
+      }
+      bool matched = false;
+      for (Collective c : kAll) {
+        if (eq == std::string::npos || collective_name(c) == item.substr(0, eq)) {
+          t[c] = a;
+          matched = true;
+        }
+      }
+      if (!matched) {
+        throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                    "STRATA_ALGO: unknown collective '" + item.substr(0, eq) + "'");
+      }
+    }
+    return t;
+  }();
+  return table;
+}
+
+bool can_run(Algo a, Collective c, bool shm) {
+  switch (a) {
+    case Algo::shm: return shm && c != Collective::reduce;
+    case Algo::ring: return c == Collective::all_reduce || c == Collective::reduce_scatter ||
+                            c == Collective::all_gather;
+    case Algo::pairwise: return c == Collective::all_to_all;
+    case Algo::binomial: return c == Collective::broadcast || c == Collective::reduce;
+  }
+  return false;
+}
+
+Algo network_default(Collective c) {
+  switch (c) {
+    case Collective::all_to_all: return Algo::pairwise;
+    case Collective::broadcast:
+    case Collective::reduce: return Algo::binomial;
+    default: return Algo::ring;
+  }
+}
+
+void log_once(Collective c, size_t bytes, int n, Algo a, bool was_forced) {
+  if (!log::enabled(log::Level::INFO)) return;
+  static std::mutex mu;
+  static std::set<std::tuple<int, int, int, int>> seen;
+  int size_class = 0;
+  while ((size_t(1) << (size_class + 1)) <= bytes) ++size_class;
+  std::lock_guard<std::mutex> l(mu);
+  if (!seen.insert({int(c), size_class, n, int(a)}).second) return;
+  STRATA_LOG(INFO, "COLL") << collective_name(c) << " ~2^" << size_class << " B on " << n
+                           << " ranks: " << algo_name(a) << (was_forced ? " (STRATA_ALGO)" : "");
+}
+
+}  // namespace
+
+std::string_view collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_gather: return "all_gather";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::broadcast: return "broadcast";
+    case Collective::reduce: return "reduce";
+  }
+  return "?";
+}
+
+std::string_view algo_name(Algo a) {
+  switch (a) {
+    case Algo::ring: return "ring";
+    case Algo::shm: return "shm";
+    case Algo::pairwise: return "pairwise";
+    case Algo::binomial: return "binomial";
+  }
+  return "?";
+}
+
+Algo choose(Collective c, size_t bytes, int n, bool shm) {
+  auto it = forced().find(c);
+  if (it != forced().end()) {
+    if (!can_run(it->second, c, shm)) {
+      throw Error(ErrorCode::invalid_argument, {.op = std::string(collective_name(c))},
+                  "STRATA_ALGO forces " + std::string(algo_name(it->second)) + ", which cannot run " +
+                      std::string(collective_name(c)) +
+                      (it->second == Algo::shm ? " on a group that spans nodes" : ""));
+    }
+    log_once(c, bytes, n, it->second, true);
+    return it->second;
+  }
+  // One node: the shared segment beats the network path at every size (one copy in, one out).
+  Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm : network_default(c);
+  log_once(c, bytes, n, a, false);
+  return a;
+}
+
+}  // namespace strata::coll

@@ -1,0 +1,59 @@
+// Shared-memory all-reduce: per chunk, stage -> reduce own sub-block from every slot -> copy the
+// other sub-blocks back. See shm_collectives.hpp for the scheme and its cost.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/reduce_kernels.hpp"
+#include "collectives/copy_kernel.hpp"
+#include "collectives/shm_collectives.hpp"
+#include "collectives/shm_sync.hpp"
+
+namespace strata::coll {
+
+using shm::SlotHeader;
+using namespace shm_sync;
+
+void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,
+                    ReduceOp op) {
+  auto& s = c.seg;
+  const int n = s.size(), r = s.rank();
+  const size_t es = dtype_size(dt);
+  // Keep chunks a multiple of 64 bytes per sub-block so sub-blocks stay cache-line aligned.
+  const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / es / (64 * n) * (64 * n), n);
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t off = 0; off < count; off += per_chunk) {
+    const size_t k = std::min(per_chunk, count - off);
+    const uint64_t seq = s.next_chunk++;
+    const Blocks sub{k, n};
+    // 1. Stage my chunk once every rank has finished with this buffer's previous use.
+    if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
+    uint8_t* mine = s.buffer(r, seq);
+    copy(mine, src + off * es, k * es);
+    publish(s, &SlotHeader::written, seq + 1);
+    // 2. Reduce my sub-block across all slots, in rank order, straight into my output.
+    wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
+    const size_t o = sub.offset(r) * es, len = sub.count(r);
+    uint8_t* res = dst + off * es + o;
+    if (n == 1) {
+      copy(res, mine + o, len * es);
+    } else {
+      reduce(res, s.buffer(0, seq) + o, s.buffer(1, seq) + o, len, dt, op);
+      for (int j = 2; j < n; ++j) reduce(res, res, s.buffer(j, seq) + o, len, dt, op);
+    }
+    if (op == ReduceOp::avg) divide_by(res, len, dt, n);
+    copy(mine + o, res, len * es);  // publish the result where peers will read it
+    publish(s, &SlotHeader::reduced, seq + 1);
+    // 3. Collect everyone else's reduced sub-block.
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      wait_for(s, j, &SlotHeader::reduced, seq + 1, c.deadline, c.where);
+      const size_t oj = sub.offset(j) * es;
+      copy(dst + off * es + oj, s.buffer(j, seq) + oj, sub.count(j) * es);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+}
+
+}  // namespace strata::coll

@@ -1,0 +1,33 @@
+// Intra-node collectives over a shared segment (src/shm/segment.hpp): every rank stages chunks of
+// its data in its own slot, peers load them directly and reduce as they read. Chunks are small
+// enough to stay in cache between the writer and the readers, so each byte crosses DRAM about once
+// on the way in and once on the way out. Counters (written / reduced / consumed) order the phases;
+// `depth` staging buffers per rank let a fast rank run ahead while slower ones finish reading.
+//
+// Per chunk of K bytes, n ranks: all_reduce stages K, reduces K/n from n slots, copies (n-1)K/n
+// back; every rank ends with the same bits because sub-block j is reduced only by rank j.
+#pragma once
+
+#include "shm/segment.hpp"
+#include "strata/types.hpp"
+
+namespace strata::coll {
+
+struct ShmContext {
+  shm::Segment& seg;
+  Clock::time_point deadline;
+  const ErrorContext& where;
+};
+
+void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,
+                    ReduceOp op);
+/// input: n blocks of `count`; rank r receives block r reduced.
+void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, DataType dt,
+                        ReduceOp op);
+/// output: n blocks of `bytes`; block r is this rank's input (in place when input == block r).
+void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes);
+/// input and output: n blocks of `bytes` each.
+void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes);
+void shm_broadcast(ShmContext c, void* buf, size_t bytes, int root);
+
+}  // namespace strata::coll

@@ -1,0 +1,91 @@
+// Shared-memory all-gather, all-to-all and broadcast: stage a chunk in my slot, then every reader
+// copies what it needs straight out of the writers' slots. No reduction, one copy in, one out.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/copy_kernel.hpp"
+#include "collectives/shm_collectives.hpp"
+#include "collectives/shm_sync.hpp"
+
+namespace strata::coll {
+
+using shm::SlotHeader;
+using namespace shm_sync;
+
+namespace {
+// Waits until buffer `seq` of every slot may be overwritten.
+void wait_free(ShmContext& c, uint64_t seq) {
+  if (seq + 1 > uint64_t(c.seg.depth())) {
+    wait_all(c.seg, &SlotHeader::consumed, seq + 1 - c.seg.depth(), c.deadline, c.where);
+  }
+}
+}  // namespace
+
+void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
+  auto& s = c.seg;
+  const int n = s.size(), r = s.rank();
+  const size_t per_chunk = s.chunk_bytes();
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t off = 0; off < bytes; off += per_chunk) {
+    const size_t k = std::min(per_chunk, bytes - off);
+    const uint64_t seq = s.next_chunk++;
+    wait_free(c, seq);
+    copy(s.buffer(r, seq), src + off, k);
+    publish(s, &SlotHeader::written, seq + 1);
+    if (dst + r * bytes != src) copy(dst + r * bytes + off, src + off, k);
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      copy(dst + j * bytes + off, s.buffer(j, seq), k);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+}
+
+void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
+  auto& s = c.seg;
+  const int n = s.size(), r = s.rank();
+  const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / n / 64 * 64, 1);
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (size_t off = 0; off < bytes; off += per_chunk) {
+    const size_t k = std::min(per_chunk, bytes - off);
+    const uint64_t seq = s.next_chunk++;
+    wait_free(c, seq);
+    uint8_t* mine = s.buffer(r, seq);
+    for (int j = 0; j < n; ++j) {
+      if (j != r) copy(mine + j * k, src + j * bytes + off, k);
+    }
+    publish(s, &SlotHeader::written, seq + 1);
+    copy(dst + r * bytes + off, src + r * bytes + off, k);
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      copy(dst + j * bytes + off, s.buffer(j, seq) + r * k, k);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+}
+
+void shm_broadcast(ShmContext c, void* buf, size_t bytes, int root) {
+  auto& s = c.seg;
+  const int r = s.rank();
+  const size_t per_chunk = s.chunk_bytes();
+  auto* data = static_cast<uint8_t*>(buf);
+  for (size_t off = 0; off < bytes; off += per_chunk) {
+    const size_t k = std::min(per_chunk, bytes - off);
+    const uint64_t seq = s.next_chunk++;
+    if (r == root) {
+      wait_free(c, seq);
+      copy(s.buffer(root, seq), data + off, k);
+      publish(s, &SlotHeader::written, seq + 1);
+    } else {
+      wait_for(s, root, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      copy(data + off, s.buffer(root, seq), k);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+}
+
+}  // namespace strata::coll

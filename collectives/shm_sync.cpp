@@ -1,0 +1,60 @@
+#include "collectives/shm_sync.hpp"
+
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace strata::coll::shm_sync {
+namespace {
+
+// The futex word is the low 32 bits of the 64-bit counter (little-endian x86-64).
+uint32_t* futex_word(strata::shm::Counter& c) { return reinterpret_cast<uint32_t*>(&c.value); }
+
+void futex_wait(strata::shm::Counter& c, uint32_t seen, std::chrono::milliseconds max) {
+  timespec ts{long(max.count() / 1000), long(max.count() % 1000) * 1000000};
+  // Shared (not FUTEX_PRIVATE) because the word lives in memory mapped by several processes.
+  syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+void publish(strata::shm::Segment& s, Field f, uint64_t value) {
+  auto& c = s.header(s.rank()).*f;
+  c.value.store(value, std::memory_order_seq_cst);
+  if (c.waiters.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, futex_word(c), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
+              Clock::time_point deadline, const ErrorContext& where) {
+  auto& c = s.header(rank).*f;
+  for (int i = 0; i < 200; ++i) {
+    if (c.value.load(std::memory_order_acquire) >= value) return;
+    _mm_pause();
+  }
+  for (;;) {
+    // Announce the sleep, then look once more: publish() stores before it reads `waiters`, so
+    // either it sees us or we see its value.
+    c.waiters.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t seen = c.value.load(std::memory_order_seq_cst);
+    if (seen < value) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() > 0) futex_wait(c, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
+    }
+    c.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (c.value.load(std::memory_order_acquire) >= value) return;
+    if (Clock::now() >= deadline) {
+      ErrorContext w = where;
+      w.peer = rank;
+      throw Error(ErrorCode::timeout, w,
+                  "timed out in the shared-memory path waiting for peer " + std::to_string(rank) +
+                      " (STRATA_TIMEOUT; is that rank alive and in the same collective?)");
+    }
+  }
+}
+
+}  // namespace strata::coll::shm_sync

@@ -1,0 +1,99 @@
+// Communicator: a group of ranks and every collective and point-to-point operation on it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/store.hpp"
+#include "strata/types.hpp"
+#include "strata/work.hpp"
+
+namespace strata {
+
+/// Options for creating a communicator.
+struct CommOptions {
+  /// Name used in logs and errors. "world" for the communicator from from_env().
+  std::string name = "world";
+  /// Deadline of every operation; 0 means STRATA_TIMEOUT (default 300 s).
+  std::chrono::milliseconds timeout{0};
+};
+
+/// A group of `size()` ranks. Operations return a Work handle at once; operations on one
+/// communicator complete in the order they were issued (many may be outstanding), and different
+/// communicators progress independently. Arguments are checked before any byte moves; a bad call
+/// throws strata::Error naming the rank, group, operation, sequence number and peer.
+///
+/// Buffer rules (as NCCL): out-of-place buffers must not overlap; an operation is in-place when
+///  - all_reduce, broadcast, reduce: output.data == input.data;
+///  - all_gather: input.data == output.data + rank * input.bytes();
+///  - reduce_scatter: output.data == input.data + rank * output.bytes();
+/// any other overlap is an error. The caller keeps buffers alive until the Work completes.
+///
+/// Copies of a Communicator share one underlying group.
+class Communicator {
+ public:
+  /// Joins the job described by the environment: Open MPI (`mpirun`, OMPI_COMM_WORLD_*) or
+  /// torchrun style (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). Collective over
+  /// the whole job.
+  static Communicator from_env(const CommOptions& options = {});
+  /// Builds a communicator of `size` ranks that meet through `store` (which must be shared by
+  /// exactly those ranks, with no other communicator using the same keys).
+  static Communicator create(std::shared_ptr<Store> store, int rank, int size,
+                             const CommOptions& options = {});
+
+  Communicator() = default;
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+  /// The store this communicator was built on (for out-of-band agreement by the layers above).
+  std::shared_ptr<Store> store() const;
+
+  /// Element-wise reduction across ranks; every rank receives the result.
+  Work all_reduce(Buffer input, Buffer output, ReduceOp op);
+  Work all_reduce(Buffer inout, ReduceOp op) { return all_reduce(inout, inout, op); }
+  /// input: size() * output.count elements; rank r receives block r of the reduction.
+  Work reduce_scatter(Buffer input, Buffer output, ReduceOp op);
+  /// output: size() * input.count elements; block r is rank r's input.
+  Work all_gather(Buffer input, Buffer output);
+  /// input and output: size() blocks of count/size() elements; block j of input goes to rank j,
+  /// and block i of output comes from rank i.
+  Work all_to_all(Buffer input, Buffer output);
+  /// Like all_to_all with per-peer counts and displacements (in elements).
+  Work all_to_allv(Buffer input, const std::vector<size_t>& send_counts,
+                   const std::vector<size_t>& send_displs, Buffer output,
+                   const std::vector<size_t>& recv_counts,
+                   const std::vector<size_t>& recv_displs);
+  /// Copies root's buffer to every rank.
+  Work broadcast(Buffer inout, int root);
+  /// Out-of-place broadcast: root sends `input`, every rank (root included) receives in `output`.
+  Work broadcast(Buffer input, Buffer output, int root);
+  /// Reduction delivered to `root` only; output is ignored on other ranks.
+  Work reduce(Buffer input, Buffer output, ReduceOp op, int root);
+  /// root receives size() * input.count elements in rank order; output ignored elsewhere.
+  Work gather(Buffer input, Buffer output, int root);
+  /// root sends block r of input (size() * output.count elements) to rank r.
+  Work scatter(Buffer input, Buffer output, int root);
+  /// Point-to-point. Messages between one pair with one tag match in issue order.
+  Work send(Buffer input, int peer, uint32_t tag = 0);
+  Work recv(Buffer output, int peer, uint32_t tag = 0);
+  /// Completes when every rank has entered it.
+  Work barrier();
+
+  /// Collective: ranks that pass the same `color` form a new communicator, ordered by (key, rank).
+  /// A rank passing a negative color takes part but gets an empty Communicator back.
+  Communicator split(int color, int key, const CommOptions& options = {});
+
+  /// True unless default-constructed (or returned by split with a negative color).
+  explicit operator bool() const { return impl_ != nullptr; }
+
+  class Impl;
+
+ private:
+  explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace strata

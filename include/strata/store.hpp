@@ -1,0 +1,91 @@
+// The out-of-band key-value store ranks use to find each other, and the TCP store Strata ships.
+// The interface is public so that a foreign store (torch's c10d Store) can sit underneath.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+using Bytes = std::vector<uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+/// A job-wide key-value store. All calls are thread-safe. Blocking calls take a timeout and throw
+/// strata::Error (ErrorCode::timeout) naming the key when it passes.
+class Store {
+ public:
+  virtual ~Store() = default;
+  /// Stores `value` under `key`, replacing any previous value.
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  /// Returns the value of `key`, waiting until some rank sets it.
+  virtual Bytes get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  /// Atomically adds `delta` to the integer counter at `key` (created at 0) and returns the result.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  /// Waits until every key in `keys` is set.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+};
+
+/// Options of the TCP store. `token` authenticates every connection: connections that do not
+/// present it first are logged and closed.
+struct TcpStoreOptions {
+  std::string host = "127.0.0.1";  ///< address to bind (server) or to connect to (client)
+  uint16_t port = 0;               ///< 0 on the server picks a free port (see TcpStoreServer::port)
+  std::string token;               ///< per-job secret; every peer must present the same one
+  std::chrono::milliseconds connect_timeout{60000};
+};
+
+/// The server side of the TCP store: a background thread serving any number of clients. Rank 0
+/// runs one. Malformed or unauthenticated input closes that connection only, never the server.
+class TcpStoreServer {
+ public:
+  explicit TcpStoreServer(const TcpStoreOptions& options);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  /// The port actually bound.
+  uint16_t port() const;
+  /// Number of connections refused so far (bad token, malformed frames, oversized messages).
+  uint64_t rejected_connections() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Client connection to a TcpStoreServer. One socket, serialised by a mutex.
+class TcpStore final : public Store {
+ public:
+  explicit TcpStore(const TcpStoreOptions& options);
+  ~TcpStore() override;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A view of another store with every key prefixed by `prefix` (one namespace per communicator).
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix);
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+}  // namespace strata

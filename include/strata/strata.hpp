@@ -1,0 +1,8 @@
+// Umbrella header: everything a trainer needs to link Strata.
+#pragma once
+
+#include "strata/communicator.hpp"
+#include "strata/error.hpp"
+#include "strata/store.hpp"
+#include "strata/types.hpp"
+#include "strata/work.hpp"

@@ -1,0 +1,75 @@
+// Element types, reduction operators, memory kinds and buffer views: the vocabulary every
+// collective call is written in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+namespace strata {
+
+/// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits).
+enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
+
+/// Reduction operator. `avg` is sum divided by the group size (integer types truncate).
+enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
+
+/// Where a buffer lives. Host memory goes over UCX; CUDA device memory over NCCL (when built).
+enum class MemoryKind : uint8_t { host, cuda };
+
+/// Size in bytes of one element of `t`.
+size_t dtype_size(DataType t);
+/// Short lowercase name ("f32", "bf16", ...), as used in logs and benchmark tables.
+std::string_view dtype_name(DataType t);
+/// Name of the operator ("sum", "avg", ...).
+std::string_view op_name(ReduceOp op);
+
+/// 16-bit floating point storage types. Arithmetic goes through float.
+struct f16_t { uint16_t bits; };
+struct bf16_t { uint16_t bits; };
+
+/// Maps a C++ element type to its DataType (f16_t/bf16_t for the 16-bit floats).
+template <typename T> constexpr DataType dtype_of() = delete;  // no Strata dtype for T
+template <> constexpr DataType dtype_of<float>() { return DataType::f32; }
+template <> constexpr DataType dtype_of<double>() { return DataType::f64; }
+template <> constexpr DataType dtype_of<f16_t>() { return DataType::f16; }
+template <> constexpr DataType dtype_of<bf16_t>() { return DataType::bf16; }
+template <> constexpr DataType dtype_of<int8_t>() { return DataType::i8; }
+template <> constexpr DataType dtype_of<uint8_t>() { return DataType::u8; }
+template <> constexpr DataType dtype_of<int32_t>() { return DataType::i32; }
+template <> constexpr DataType dtype_of<int64_t>() { return DataType::i64; }
+
+/// A non-owning view of `count` elements of `dtype` at `data`, in memory of kind `memory`.
+/// Collectives take views; the caller keeps the memory alive until the operation's Work completes.
+struct Buffer {
+  void* data = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::f32;
+  MemoryKind memory = MemoryKind::host;
+
+  size_t bytes() const { return count * dtype_size(dtype); }
+};
+
+/// View of a typed host span, dtype deduced: `strata::buffer(std::span<float>(v))`.
+template <typename T>
+Buffer buffer(std::span<T> s, MemoryKind memory = MemoryKind::host) {
+  using E = std::remove_const_t<T>;
+  return Buffer{const_cast<E*>(s.data()), s.size(), dtype_of<E>(), memory};
+}
+
+/// Convenience for contiguous containers (std::vector, std::array).
+template <typename C>
+  requires requires(C& c) { c.data(); c.size(); }
+Buffer buffer(C& c, MemoryKind memory = MemoryKind::host) {
+  return buffer(std::span(c.data(), c.size()), memory);
+}
+
+/// Conversions for the 16-bit float types (round to nearest even).
+float to_float(f16_t v);
+float to_float(bf16_t v);
+f16_t to_f16(float v);
+bf16_t to_bf16(float v);
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+// Work: the handle every asynchronous Strata operation returns.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+namespace strata {
+
+namespace detail { struct WorkState; }
+
+/// Completion handle of one operation. Copyable (copies share the operation). A default-constructed
+/// Work is already complete. Waiting never blocks past its deadline.
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+  /// Waits for completion, at most `timeout`; throws strata::Error if the operation failed or the
+  /// timeout passed (ErrorCode::timeout; the operation itself keeps running until its own deadline,
+  /// STRATA_TIMEOUT).
+  void wait(std::chrono::milliseconds timeout) const;
+  /// Waits with the communicator's default deadline (STRATA_TIMEOUT, 300 s unless set).
+  void wait() const;
+  /// True when complete; throws strata::Error if the operation failed. Never blocks for long.
+  bool test() const;
+  /// Seconds between the operation's start and its completion (0 until complete).
+  double elapsed_seconds() const;
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+}  // namespace strata

@@ -1,0 +1,296 @@
+// The public Communicator: argument checks, then the operation is queued with its algorithm.
+#include "strata/communicator.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "collectives/algorithms.hpp"
+#include "comm/communicator_impl.hpp"
+#include "comm/validate.hpp"
+
+namespace strata {
+namespace {
+
+uint8_t* at(const Buffer& b, size_t elements) {
+  return static_cast<uint8_t*>(b.data) + elements * dtype_size(b.dtype);
+}
+
+Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
+  if (!impl) {
+    throw Error(ErrorCode::invalid_argument, {},
+                "operation on an empty Communicator (default-constructed, or split with a "
+                "negative color)");
+  }
+  return *impl;
+}
+
+}  // namespace
+
+Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int size,
+                                  const CommOptions& options) {
+  if (!store || size < 1 || rank < 0 || rank >= size) {
+    throw Error(ErrorCode::invalid_argument, {.rank = rank, .group = options.name, .op = "create"},
+                "need a store and 0 <= rank < size (got rank " + std::to_string(rank) +
+                    ", size " + std::to_string(size) + ")");
+  }
+  Communicator c(std::make_shared<Impl>(std::move(store), rank, size, options));
+  // Every rank has read every address once this returns, so rank 0 may retire the store, and
+  // the endpoints are wired up before the first timed operation.
+  c.barrier().wait();
+  return c;
+}
+
+int Communicator::rank() const { return checked(impl_).rank; }
+int Communicator::size() const { return checked(impl_).size; }
+const std::string& Communicator::name() const { return checked(impl_).name; }
+std::shared_ptr<Store> Communicator::store() const { return checked(impl_).store; }
+
+Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("all_reduce"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(out, in.count, "output", "all_reduce output has the input's count");
+  check.reduce_op(in.dtype, op);
+  check.no_overlap(in, out, in.data == out.data);
+  const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
+  return c.collective("all_reduce", -1, [=](Exec& e) {
+    if (in.count == 0) return;
+    if (algo == coll::Algo::shm) {
+      coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
+    } else {
+      coll::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+    }
+  });
+}
+
+Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("reduce_scatter"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
+  check.reduce_op(in.dtype, op);
+  check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
+  const coll::Algo algo = c.choose(coll::Collective::reduce_scatter, in.bytes());
+  return c.collective("reduce_scatter", -1, [=](Exec& e) {
+    if (out.count == 0) return;
+    if (algo == coll::Algo::shm) {
+      coll::shm_reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
+    } else {
+      coll::ring_reduce_scatter(e.p2p, in.data, out.data, coll::EqualBlocks{out.count}, in.dtype,
+                                op);
+    }
+  });
+}
+
+Work Communicator::all_gather(Buffer in, Buffer out) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("all_gather"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
+  const bool in_place = in.data == at(out, in.count * c.rank);
+  check.no_overlap(in, out, in_place);
+  const coll::Algo algo = c.choose(coll::Collective::all_gather, out.bytes());
+  return c.collective("all_gather", -1, [=, rank = c.rank](Exec& e) {
+    if (in.count == 0) return;
+    if (algo == coll::Algo::shm) {
+      coll::shm_all_gather(e.shm_context(), in.data, out.data, in.bytes());
+      return;
+    }
+    if (!in_place) std::memcpy(at(out, in.count * rank), in.data, in.bytes());
+    coll::ring_all_gather(e.p2p, out.data, coll::EqualBlocks{in.count}, dtype_size(in.dtype));
+  });
+}
+
+namespace {
+
+// Shared by all_to_all and all_to_allv: checks the layout, then queues the exchange. `uniform`
+// (equal contiguous blocks) lets the shared-memory path take it.
+Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>& sc,
+                     const std::vector<size_t>& sd, Buffer out, const std::vector<size_t>& rc,
+                     const std::vector<size_t>& rd, bool uniform) {
+  comm::Checker check(c.context("all_to_all"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  const size_t n = size_t(c.size);
+  if (sc.size() != n || sd.size() != n || rc.size() != n || rd.size() != n) {
+    check.fail("counts and displacements need one entry per rank (" + std::to_string(n) + ")");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (sd[i] > in.count || sc[i] > in.count - sd[i]) {
+      check.fail("send block for rank " + std::to_string(i) + " [" + std::to_string(sd[i]) + ", +" +
+                 std::to_string(sc[i]) + ") exceeds the input's " + std::to_string(in.count) +
+                 " elements");
+    }
+    if (rd[i] > out.count || rc[i] > out.count - rd[i]) {
+      check.fail("receive block for rank " + std::to_string(i) + " [" + std::to_string(rd[i]) +
+                 ", +" + std::to_string(rc[i]) + ") exceeds the output's " +
+                 std::to_string(out.count) + " elements");
+    }
+  }
+  if (sc[c.rank] != rc[c.rank]) {
+    check.fail("send_counts[rank] (" + std::to_string(sc[c.rank]) + ") != recv_counts[rank] (" +
+               std::to_string(rc[c.rank]) + ")");
+  }
+  check.no_overlap(in, out, false);
+  const coll::Algo algo =
+      uniform ? c.choose(coll::Collective::all_to_all, in.bytes()) : coll::Algo::pairwise;
+  return c.collective("all_to_all", -1, [=](Exec& e) {
+    if (algo == coll::Algo::shm) {
+      if (sc[0] > 0) coll::shm_all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
+      return;
+    }
+    coll::pairwise_all_to_allv(e.p2p, in.data, sc.data(), sd.data(), out.data, rc.data(),
+                               rd.data(), dtype_size(in.dtype));
+  });
+}
+
+}  // namespace
+
+Work Communicator::all_to_all(Buffer in, Buffer out) {
+  auto& c = checked(impl_);
+  if (in.count % c.size != 0) {
+    comm::Checker(c.context("all_to_all"))
+        .fail("input count " + std::to_string(in.count) + " is not a multiple of the group size " +
+              std::to_string(c.size));
+  }
+  const size_t block = in.count / c.size;
+  std::vector<size_t> counts(c.size, block), displs(c.size);
+  for (int i = 0; i < c.size; ++i) displs[i] = block * i;
+  return all_to_all_impl(c, in, counts, displs, out, counts, displs, true);
+}
+
+Work Communicator::all_to_allv(Buffer in, const std::vector<size_t>& sc,
+                               const std::vector<size_t>& sd, Buffer out,
+                               const std::vector<size_t>& rc, const std::vector<size_t>& rd) {
+  return all_to_all_impl(checked(impl_), in, sc, sd, out, rc, rd, false);
+}
+
+Work Communicator::broadcast(Buffer inout, int root) { return broadcast(inout, inout, root); }
+
+Work Communicator::broadcast(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("broadcast", root));
+  check.peer(root, c.size, "root");
+  check.buffer(out, "output");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(in, "input");
+    check.same_dtype(in, out);
+    check.count(out, in.count, "output", "broadcast output has the input's count");
+    check.no_overlap(in, out, in.data == out.data);
+  }
+  const coll::Algo algo = c.choose(coll::Collective::broadcast, out.bytes());
+  return c.collective("broadcast", root, [=](Exec& e) {
+    if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+    if (out.count == 0) return;
+    if (algo == coll::Algo::shm) {
+      coll::shm_broadcast(e.shm_context(), out.data, out.bytes(), root);
+    } else {
+      coll::binomial_broadcast(e.p2p, out.data, out.bytes(), root);
+    }
+  });
+}
+
+Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("reduce", root));
+  check.peer(root, c.size, "root");
+  check.buffer(in, "input");
+  check.reduce_op(in.dtype, op);
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(out, "output");
+    check.same_dtype(in, out);
+    check.count(out, in.count, "output", "reduce output has the input's count");
+    check.no_overlap(in, out, in.data == out.data);
+  }
+  return c.collective("reduce", root, [=](Exec& e) {
+    if (in.count > 0) coll::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
+  });
+}
+
+Work Communicator::gather(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("gather", root));
+  check.peer(root, c.size, "root");
+  check.buffer(in, "input");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(out, "output");
+    check.same_dtype(in, out);
+    check.count(out, in.count * c.size, "output", "gather output at root is size() * input count");
+    check.no_overlap(in, out, in.data == at(out, in.count * root));
+  }
+  return c.collective("gather", root, [=](Exec& e) {
+    if (in.count > 0) coll::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
+  });
+}
+
+Work Communicator::scatter(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("scatter", root));
+  check.peer(root, c.size, "root");
+  check.buffer(out, "output");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(in, "input");
+    check.same_dtype(in, out);
+    check.count(in, out.count * c.size, "input", "scatter input at root is size() * output count");
+    check.no_overlap(in, out, out.data == at(in, out.count * root));
+  }
+  return c.collective("scatter", root, [=](Exec& e) {
+    if (out.count > 0) coll::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
+  });
+}
+
+Work Communicator::send(Buffer in, int peer, uint32_t tag) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("send", peer));
+  check.peer(peer, c.size, "peer");
+  check.buffer(in, "input");
+  return c.point_to_point(true, in, peer, tag);
+}
+
+Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
+  auto& c = checked(impl_);
+  comm::Checker check(c.context("recv", peer));
+  check.peer(peer, c.size, "peer");
+  check.buffer(out, "output");
+  return c.point_to_point(false, out, peer, tag);
+}
+
+Work Communicator::barrier() {
+  auto& c = checked(impl_);
+  return c.collective("barrier", -1, [](Exec& e) { coll::dissemination_barrier(e.p2p); });
+}
+
+Communicator Communicator::split(int color, int key, const CommOptions& options) {
+  auto& c = checked(impl_);
+  const uint64_t id = c.next_split();
+  std::vector<int32_t> mine = {color, key}, all(2 * size_t(c.size));
+  all_gather(buffer(mine), buffer(all)).wait();
+  if (color < 0) return Communicator();
+  // Members: ranks with my color, ordered by (key, old rank).
+  std::vector<int> members;
+  for (int r = 0; r < c.size; ++r) {
+    if (all[2 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
+  const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
+  CommOptions opts = options;
+  if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
+  auto store = std::make_shared<PrefixStore>(c.store, suffix);
+  return create(store, new_rank, int(members.size()), opts);
+}
+
+}  // namespace strata

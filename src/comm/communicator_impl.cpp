@@ -1,0 +1,61 @@
+#include "comm/communicator_impl.hpp"
+
+#include "bootstrap/node_identity.hpp"
+#include "config.hpp"
+#include "log.hpp"
+
+namespace strata {
+
+Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
+                         const CommOptions& options)
+    : rank(rank_in), size(size_in), name(options.name), store(std::move(store_in)) {
+  auto timeout = options.timeout.count() > 0 ? options.timeout : config().timeout;
+  auto worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
+  if (size > 1 && config().shm && bootstrap::all_on_one_node(*store, rank, size, timeout)) {
+    shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
+                                          config().shm_depth, context("init"), timeout);
+  }
+  engine_ = std::make_shared<comm::Engine>(std::move(worker), timeout);
+  engine_->start();
+  STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
+                           << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
+}
+
+ErrorContext Communicator::Impl::context(const char* op, int peer) {
+  std::lock_guard<std::mutex> l(seq_mu_);
+  return ErrorContext{rank, name, op, int64_t(coll_seq_), peer};
+}
+
+Work Communicator::Impl::collective(const char* op_name, int peer,
+                                    std::function<void(Exec&)> body) {
+  comm::Op op;
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> l(seq_mu_);
+    seq = coll_seq_++;
+  }
+  op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  op.run = [this, body = std::move(body), seq](ucx::Worker& w, comm::Op& self) {
+    STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
+    w.begin_collective(seq, self.where, self.deadline);
+    Exec e{w, shm_.get(), self.deadline, self.where};
+    body(e);
+  };
+  return Work(engine_->submit(std::move(op)));
+}
+
+Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag) {
+  comm::Op op;
+  op.is_collective = false;
+  {
+    std::lock_guard<std::mutex> l(seq_mu_);
+    op.where = ErrorContext{rank, name, is_send ? "send" : "recv", int64_t(p2p_seq_++), peer};
+  }
+  op.run = [is_send, buf, peer, tag](ucx::Worker& w, comm::Op& self) {
+    self.request = is_send ? w.post_send(peer, buf.data, buf.bytes(), tag)
+                           : w.post_recv(peer, buf.data, buf.bytes(), tag);
+  };
+  return Work(engine_->submit(std::move(op)));
+}
+
+}  // namespace strata

@@ -1,0 +1,59 @@
+// State behind a Communicator handle.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collectives/p2p.hpp"
+#include "collectives/select.hpp"
+#include "comm/engine.hpp"
+#include "shm/segment.hpp"
+#include "collectives/shm_collectives.hpp"
+#include "strata/communicator.hpp"
+
+namespace strata {
+
+/// What a collective's body runs with: the network path always, the node's shared segment when
+/// every rank of the group is on one node.
+struct Exec {
+  coll::P2P& p2p;
+  shm::Segment* shm;
+  Clock::time_point deadline;
+  const ErrorContext& where;
+  coll::ShmContext shm_context() const { return {*shm, deadline, where}; }
+};
+
+class Communicator::Impl {
+ public:
+  Impl(std::shared_ptr<Store> store, int rank, int size, const CommOptions& options);
+
+  /// Error context for operation `op` with the sequence number the next collective would get.
+  ErrorContext context(const char* op, int peer = -1);
+  /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
+  Work collective(const char* op, int peer, std::function<void(Exec&)> body);
+  /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
+  coll::Algo choose(coll::Collective c, size_t bytes) const {
+    return coll::choose(c, bytes, size, shm_ != nullptr);
+  }
+  /// Queues a point-to-point send or receive.
+  Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
+  /// Next split's sequence number (every rank calls split in the same order).
+  uint64_t next_split() { return split_seq_++; }
+
+  const int rank;
+  const int size;
+  const std::string name;
+  const std::shared_ptr<Store> store;
+
+ private:
+  std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
+  std::shared_ptr<comm::Engine> engine_;
+  std::mutex seq_mu_;
+  uint64_t coll_seq_ = 0;
+  uint64_t p2p_seq_ = 0;
+  uint64_t split_seq_ = 0;
+};
+
+}  // namespace strata

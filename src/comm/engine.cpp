@@ -1,0 +1,225 @@
+#include "comm/engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <optional>
+
+#include "config.hpp"
+#include "log.hpp"
+
+namespace strata::comm {
+
+Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds timeout)
+    : worker_(std::move(worker)), timeout_(timeout) {
+  kick_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  // The worker's event fd stays readable until the worker is progressed, so it must only be
+  // watched while the thread actually waits on the network (else epoll returns at once, forever).
+  idle_epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  net_epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  auto watch = [](int ep, int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  };
+  for (int fd : {kick_fd_, stop_fd_}) {
+    watch(idle_epoll_, fd);
+    watch(net_epoll_, fd);
+  }
+  watch(net_epoll_, worker_->event_fd());
+}
+
+void Engine::start() { thread_ = std::thread([this] { progress_loop(); }); }
+
+Engine::~Engine() {
+  stop_ = true;
+  uint64_t one = 1;
+  ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
+  (void)ignored;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::timed_mutex> ex(exec_mu_);
+  auto e = std::make_exception_ptr(
+      Error(ErrorCode::aborted, {}, "communicator destroyed with the operation still pending"));
+  fail_all_locked(e);
+  for (int fd : {kick_fd_, stop_fd_, idle_epoll_, net_epoll_}) ::close(fd);
+}
+
+void Engine::arm_kick() {
+  if (kick_armed_.exchange(true)) return;  // already pending: it fires soon enough
+  itimerspec t{};
+  t.it_value.tv_nsec = long(config().progress_delay.count()) * 1000;
+  if (t.it_value.tv_nsec == 0) t.it_value.tv_nsec = 1;
+  ::timerfd_settime(kick_fd_, 0, &t, nullptr);
+}
+
+void Engine::sleep_locked(Clock::time_point until) {
+  // Announce the sleep before the last look at the queue; submit() checks sleepers_ after
+  // queueing, so one of the two always sees the other.
+  sleepers_.fetch_add(1);
+  bool queued;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    queued = !queue_.empty();
+  }
+  if (!queued) worker_->sleep(until);
+  sleepers_.fetch_sub(1);
+}
+
+std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
+  auto work = std::make_shared<detail::WorkState>();
+  work->engine = weak_from_this();
+  work->default_timeout = timeout_;
+  op.work = work;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    queue_.push_back(std::move(op));
+  }
+  if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
+  arm_kick();
+  return work;
+}
+
+bool Engine::has_work() {
+  std::lock_guard<std::mutex> q(queue_mu_);
+  return !queue_.empty() || !p2p_pending_.empty();
+}
+
+void Engine::run_locked(Op& op) {
+  if (!broken_.empty() && op.is_collective) {
+    op.work->complete(std::make_exception_ptr(Error(
+        ErrorCode::aborted, op.where,
+        "communicator is unusable after an earlier failure: " + broken_)));
+    return;
+  }
+  op.work->mark_running();
+  op.deadline = Clock::now() + timeout_;
+  try {
+    op.run(*worker_, op);
+    if (op.is_collective || worker_->test(op.request, op.where)) {
+      op.work->complete();
+    } else {
+      std::lock_guard<std::mutex> q(queue_mu_);
+      p2p_pending_.push_back(std::move(op));
+    }
+  } catch (const Error& e) {
+    if (op.is_collective) broken_ = e.what();
+    STRATA_LOG(WARN, "COLL") << e.what();
+    op.work->complete(std::current_exception());
+  } catch (const std::exception& e) {
+    if (op.is_collective) broken_ = e.what();
+    op.work->complete(std::make_exception_ptr(Error(ErrorCode::internal, op.where, e.what())));
+  }
+}
+
+bool Engine::poll_p2p_locked() {
+  bool moved = false;
+  std::lock_guard<std::mutex> q(queue_mu_);
+  for (auto it = p2p_pending_.begin(); it != p2p_pending_.end();) {
+    Op& op = *it;
+    try {
+      if (!worker_->test(op.request, op.where)) {
+        if (Clock::now() < op.deadline) {
+          ++it;
+          continue;
+        }
+        worker_->cancel(op.request);
+        throw Error(ErrorCode::timeout, op.where,
+                    "timed out waiting for peer " + std::to_string(op.where.peer) +
+                        " to match it (STRATA_TIMEOUT; is that rank alive and posting the "
+                        "matching " + (op.where.op == "send" ? "recv" : "send") + "?)");
+      }
+      op.work->complete();
+    } catch (const Error& e) {
+      STRATA_LOG(WARN, "NET") << e.what();
+      op.work->complete(std::current_exception());
+    }
+    it = p2p_pending_.erase(it);
+    moved = true;
+  }
+  return moved;
+}
+
+bool Engine::step_locked() {
+  std::optional<Op> op;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    if (!queue_.empty()) {
+      op.emplace(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  if (!op) return poll_p2p_locked();
+  run_locked(*op);
+  return true;
+}
+
+void Engine::fail_all_locked(const std::exception_ptr& e) {
+  std::deque<Op> queued;
+  std::list<Op> pending;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    queued.swap(queue_);
+    pending.swap(p2p_pending_);
+  }
+  for (auto& op : pending) {
+    worker_->cancel(op.request);
+    op.work->complete(e);
+  }
+  for (auto& op : queued) op.work->complete(e);
+}
+
+void Engine::drive(detail::WorkState& target, Clock::time_point until) {
+  const auto spin = config().spin;
+  for (;;) {
+    if (target.finished()) return;
+    // Another thread may be executing; take over as soon as it lets go (it may have finished our
+    // operation by then, which the loop below notices at once).
+    std::unique_lock<std::timed_mutex> ex(exec_mu_, std::defer_lock);
+    if (ex.try_lock_until(std::min(until, Clock::now() + std::chrono::milliseconds(10)))) {
+      auto spin_until = Clock::now() + spin;
+      while (!target.finished()) {
+        if (step_locked() || worker_->progress()) {
+          spin_until = Clock::now() + spin;
+          continue;
+        }
+        auto now = Clock::now();
+        if (now >= until) return;
+        if (now >= spin_until) sleep_locked(until);
+      }
+    }
+    if (Clock::now() >= until) return;
+  }
+}
+
+void Engine::progress_loop() {
+  while (!stop_) {
+    bool wait_on_network = false;
+    {
+      std::lock_guard<std::timed_mutex> ex(exec_mu_);
+      kick_armed_ = false;  // from here on, a new submit must arm the timer again
+      // The network is only polled for pending receives/sends; collectives poll it themselves.
+      while (step_locked() || (!p2p_pending_.empty() && worker_->progress())) {
+      }
+      if (!p2p_pending_.empty()) {
+        if (!worker_->arm()) continue;  // events arrived meanwhile: progress again
+        wait_on_network = true;
+      }
+    }
+    // Sleep without holding the worker, so a waiting caller can take over. With receives
+    // pending, wake at least every 100 ms to check their deadlines.
+    epoll_event ev[3];
+    int n = wait_on_network ? ::epoll_wait(net_epoll_, ev, 3, 100) : ::epoll_wait(idle_epoll_, ev, 3, -1);
+    for (int i = 0; i < n; ++i) {
+      if (ev[i].data.fd == kick_fd_) {
+        uint64_t v;
+        ssize_t ignored = ::read(kick_fd_, &v, sizeof v);
+        (void)ignored;
+      }
+    }
+  }
+}
+}  // namespace strata::comm

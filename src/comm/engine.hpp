@@ -1,0 +1,79 @@
+// The per-communicator execution engine: a queue of operations drained in issue order by
+// whichever thread gets there first, either the caller blocked in Work::wait() (inline, lowest
+// latency) or the communicator's progress thread (so async work advances while the caller
+// computes). One mutex serialises every use of the UCX worker.
+//
+// The progress thread is not woken by each submit: that would cost a context switch per call and,
+// on a node with as many ranks as cores, preempt a peer in the middle of a collective. Instead a
+// submit arms a one-shot timer (STRATA_PROGRESS_DELAY_US, default 50 us); a caller that waits
+// right away runs the operation inline long before it fires, and work nobody waits for starts
+// after that short delay. Idle, the thread sleeps in epoll and uses no CPU.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/work_state.hpp"
+#include "strata/error.hpp"
+#include "transport/ucx_worker.hpp"
+
+namespace strata::comm {
+
+/// One queued operation. Collectives run to completion inside `run`; point-to-point operations
+/// post their request in `run` and complete later, when the peer matches it.
+struct Op {
+  ErrorContext where;                 // rank, group, op name, seq, peer
+  bool is_collective = true;
+  std::function<void(ucx::Worker&, Op&)> run;
+  coll::Request request;              // point-to-point only
+  Clock::time_point deadline{};
+  std::shared_ptr<detail::WorkState> work;
+};
+
+class Engine : public std::enable_shared_from_this<Engine> {
+ public:
+  Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds timeout);
+  ~Engine();
+  /// Starts the progress thread (separate from the constructor: it needs shared_from_this).
+  void start();
+  /// Queues `op` and returns its work state.
+  std::shared_ptr<detail::WorkState> submit(Op op);
+  /// Drives the queue from the calling thread until `target` finishes or `until` passes.
+  void drive(detail::WorkState& target, Clock::time_point until);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  bool has_work();
+  // All of the following need exec_mu_.
+  bool step_locked();                 // runs one queued op or polls p2p; true if anything moved
+  void run_locked(Op& op);
+  bool poll_p2p_locked();
+  void fail_all_locked(const std::exception_ptr& e);
+  void progress_loop();
+  void arm_kick();                    // arms the timer that wakes the progress thread
+  void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
+
+  std::unique_ptr<ucx::Worker> worker_;
+  std::chrono::milliseconds timeout_;
+  std::timed_mutex exec_mu_;          // owner of the worker
+  std::mutex queue_mu_;
+  std::deque<Op> queue_;
+  std::list<Op> p2p_pending_;         // guarded by exec_mu_
+  std::string broken_;                // first fatal error; guarded by exec_mu_
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> kick_armed_{false};
+  std::atomic<int> sleepers_{0};      // threads in sleep_locked(); submit wakes them
+  int kick_fd_ = -1;                  // timerfd
+  int stop_fd_ = -1;                  // eventfd
+  int idle_epoll_ = -1;               // the progress thread's when idle: kick, stop
+  int net_epoll_ = -1;                // ... with receives pending: kick, stop, network
+  std::thread thread_;
+};
+
+}  // namespace strata::comm

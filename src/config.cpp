@@ -1,0 +1,53 @@
+#include "config.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "strata/error.hpp"
+
+namespace strata {
+namespace {
+
+double number(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  if (*end != '\0' || d < 0) {
+    throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                std::string(name) + "='" + v + "' is not a non-negative number");
+  }
+  return d;
+}
+
+std::string text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+Config load() {
+  Config c;
+  c.timeout = std::chrono::milliseconds(int64_t(number("STRATA_TIMEOUT", 300) * 1000));
+  c.spin = std::chrono::microseconds(int64_t(number("STRATA_SPIN_US", 50)));
+  c.progress_delay = std::chrono::microseconds(int64_t(number("STRATA_PROGRESS_DELAY_US", 50)));
+  c.algo = text("STRATA_ALGO");
+  c.store_addr = text("STRATA_STORE_ADDR");
+  c.shm = number("STRATA_SHM", 1) != 0;
+  c.shm_chunk_bytes = size_t(number("STRATA_SHM_CHUNK", 256 * 1024));
+  c.shm_depth = int(number("STRATA_SHM_DEPTH", 4));
+  if (c.shm_chunk_bytes < 4096 || c.shm_depth < 2) {
+    throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                "STRATA_SHM_CHUNK must be >= 4096 and STRATA_SHM_DEPTH >= 2");
+  }
+  c.node_id = text("STRATA_NODE_ID");
+  return c;
+}
+
+}  // namespace
+
+const Config& config() {
+  static const Config c = load();
+  return c;
+}
+
+}  // namespace strata

@@ -1,0 +1,24 @@
+// Every STRATA_* environment variable is read here, once; the README has the table.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace strata {
+
+struct Config {
+  std::chrono::milliseconds timeout{300000};  ///< STRATA_TIMEOUT (seconds): deadline of every op
+  std::chrono::microseconds spin{50};         ///< STRATA_SPIN_US: busy-poll before sleeping
+  std::chrono::microseconds progress_delay{50};  ///< STRATA_PROGRESS_DELAY_US (see engine.hpp)
+  std::string algo;                           ///< STRATA_ALGO: forced algorithms (see docs)
+  std::string store_addr;                     ///< STRATA_STORE_ADDR: address rank 0's store binds
+  bool shm = true;                            ///< STRATA_SHM=0 disables the shared-memory path
+  size_t shm_chunk_bytes = 256 * 1024;        ///< STRATA_SHM_CHUNK: bytes per staging buffer
+  int shm_depth = 4;                          ///< STRATA_SHM_DEPTH: staging buffers per rank
+  std::string node_id;                        ///< STRATA_NODE_ID: overrides hostname + boot id
+};
+
+/// The process's configuration (parsed on first call; malformed values throw strata::Error).
+const Config& config();
+
+}  // namespace strata

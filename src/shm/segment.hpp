@@ -1,0 +1,65 @@
+// The intra-node fast path's memory: one POSIX shared-memory segment per communicator whose ranks
+// all share a node, mapped by every rank. Each rank owns a slot of staging buffers and three
+// monotonic progress counters that the others read; the algorithms in collectives/shm_*.cpp load
+// and store it directly, the way NCCL reads peers over NVLink.
+//
+// The segment is unlinked as soon as every rank has mapped it, so nothing is left in /dev/shm
+// whatever happens to the job afterwards.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "strata/error.hpp"
+#include "strata/store.hpp"
+
+namespace strata::shm {
+
+/// Counters a rank publishes; each on its own cache line so writers do not contend. `waiters`
+/// counts ranks asleep on the counter (a futex on the low half of `value`), so a publisher makes
+/// the wake-up system call only when someone sleeps.
+struct alignas(64) Counter {
+  std::atomic<uint64_t> value{0};
+  std::atomic<uint32_t> waiters{0};
+};
+
+struct SlotHeader {
+  Counter written;   ///< chunks this rank has staged in its slot
+  Counter reduced;   ///< chunks whose reduced sub-block this rank has published
+  Counter consumed;  ///< chunks this rank has finished reading from every slot
+};
+
+class Segment {
+ public:
+  /// Collective over the `size` ranks meeting in `store`: rank 0 creates, the others map.
+  Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth,
+          const ErrorContext& where, std::chrono::milliseconds timeout);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Bytes of one staging buffer, and how many a slot has (the pipeline depth).
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  int depth() const { return depth_; }
+  SlotHeader& header(int rank);
+  /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
+  uint8_t* buffer(int rank, uint64_t index);
+
+  /// Chunks processed so far by this rank; every rank processes the same sequence, so this is
+  /// also the value the counters of chunk `next_chunk` will reach.
+  uint64_t next_chunk = 0;
+
+ private:
+  int rank_, size_;
+  size_t chunk_bytes_;
+  int depth_;
+  size_t slot_bytes_;
+  size_t total_bytes_;
+  uint8_t* base_ = nullptr;
+};
+
+}  // namespace strata::shm

@@ -1,0 +1,293 @@
+#include "transport/ucx_worker.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "config.hpp"
+#include "log.hpp"
+
+namespace strata::ucx {
+namespace {
+
+constexpr uint64_t kP2PBit = uint64_t(1) << 63;
+constexpr uint64_t kFullMask = ~uint64_t(0);
+
+std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+[[noreturn]] void fail_setup(const ErrorContext& where, const std::string& what) {
+  throw Error(ErrorCode::transport, where, what);
+}
+
+}  // namespace
+
+uint64_t collective_tag(uint64_t seq, int src, uint32_t step) {
+  return ((seq & 0x7fffffu) << 40) | (uint64_t(src & 0xffffff) << 16) | (step & 0xffffu);
+}
+
+uint64_t p2p_tag(int src, uint32_t user_tag) {
+  return kP2PBit | (uint64_t(src & 0xffffff) << 32) | user_tag;
+}
+
+// ---- Context ---------------------------------------------------------------------------------
+
+std::shared_ptr<Context> Context::get() {
+  static std::mutex mu;
+  static std::weak_ptr<Context> current;
+  std::lock_guard<std::mutex> lock(mu);
+  auto c = current.lock();
+  if (!c) {
+    c = std::shared_ptr<Context>(new Context());
+    current = c;
+  }
+  return c;
+}
+
+Context::Context() {
+  ucp_config_t* cfg = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+  if (s != UCS_OK) fail_setup({.op = "ucx.init"}, "ucp_config_read: " + status_text(s));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;  // workers of different communicators live on different threads
+  s = ucp_init(&params, cfg, &ctx_);
+  ucp_config_release(cfg);
+  if (s != UCS_OK) fail_setup({.op = "ucx.init"}, "ucp_init: " + status_text(s));
+}
+
+Context::~Context() {
+  if (ctx_) ucp_cleanup(ctx_);
+}
+
+// ---- Worker setup ----------------------------------------------------------------------------
+
+Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
+               std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
+      scratch_(4), scratch_size_(4, 0), where_(where), spin_(config().spin) {
+  ErrorContext w = where;
+  w.op = "ucx.connect";
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time: the communicator's executor
+  ucs_status_t s = ucp_worker_create(context_->handle(), &wp, &worker_);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_create: " + status_text(s));
+
+  s = ucp_worker_get_efd(worker_, &event_fd_);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_get_efd: " + status_text(s));
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {event_fd_, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  // Publish our address, then connect to every peer's.
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  s = ucp_worker_get_address(worker_, &addr, &addr_len);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_get_address: " + status_text(s));
+  auto* a = reinterpret_cast<const uint8_t*>(addr);
+  store.set("ucx/addr/" + std::to_string(rank), Bytes(a, a + addr_len));
+  ucp_worker_release_address(worker_, addr);
+
+  for (int peer = 0; peer < size; ++peer) {
+    Bytes remote = store.get("ucx/addr/" + std::to_string(peer), timeout);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    s = ucp_ep_create(worker_, &ep, &eps_[peer]);
+    if (s != UCS_OK) {
+      w.peer = peer;
+      fail_setup(w, "ucp_ep_create: " + status_text(s));
+    }
+  }
+}
+
+Worker::~Worker() {
+  // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
+  auto until = Clock::now() + std::chrono::seconds(2);
+  std::vector<void*> closing;
+  for (ucp_ep_h ep : eps_) {
+    if (!ep) continue;
+    ucp_request_param_t p{};
+    void* r = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+  }
+  for (void* r : closing) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      STRATA_LOG(WARN, "NET") << "endpoint close did not finish in 2 s; forcing";
+    }
+    ucp_request_free(r);
+  }
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (worker_) ucp_worker_destroy(worker_);
+}
+
+// ---- Messages ---------------------------------------------------------------------------------
+
+void Worker::begin_collective(uint64_t seq, const ErrorContext& where,
+                              Clock::time_point deadline) {
+  seq_ = seq;
+  where_ = where;
+  deadline_ = deadline;
+}
+
+Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
+  ErrorContext w = where_;
+  w.peer = peer;
+  return Error(code, w, what);
+}
+
+coll::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64_t tag) {
+  coll::Request r;
+  r.peer = peer;
+  r.bytes = bytes;
+  r.is_recv = recv;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  ucs_status_ptr_t sp;
+  if (recv) {
+    p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;  // always a request, so the size can be checked
+    sp = ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullMask, &p);
+  } else {
+    sp = ucp_tag_send_nbx(eps_[peer], data, bytes, tag, &p);
+  }
+  if (UCS_PTR_IS_ERR(sp)) {
+    throw failure(ErrorCode::transport, peer,
+                  std::string(recv ? "receive" : "send") + " of " + std::to_string(bytes) +
+                      " bytes failed to start: " + status_text(UCS_PTR_STATUS(sp)));
+  }
+  r.handle = sp;  // nullptr: a send that completed at once
+  return r;
+}
+
+coll::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
+  return post(false, peer, const_cast<void*>(data), bytes, collective_tag(seq_, rank_, step));
+}
+
+coll::Request Worker::irecv(int peer, void* data, size_t bytes, uint32_t step) {
+  return post(true, peer, data, bytes, collective_tag(seq_, peer, step));
+}
+
+coll::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32_t tag) {
+  return post(false, peer, const_cast<void*>(data), bytes, p2p_tag(rank_, tag));
+}
+
+coll::Request Worker::post_recv(int peer, void* data, size_t bytes, uint32_t tag) {
+  return post(true, peer, data, bytes, p2p_tag(peer, tag));
+}
+
+bool Worker::test(coll::Request& r, const ErrorContext& where) {
+  if (!r.handle) return true;
+  ucs_status_t s;
+  size_t got = r.bytes;
+  if (r.is_recv) {
+    ucp_tag_recv_info_t info{};
+    s = ucp_tag_recv_request_test(r.handle, &info);
+    got = info.length;
+  } else {
+    s = ucp_request_check_status(r.handle);
+  }
+  if (s == UCS_INPROGRESS) return false;
+  ucp_request_free(r.handle);
+  r.handle = nullptr;
+  ErrorContext w = where;
+  w.peer = r.peer;
+  if (s == UCS_ERR_MESSAGE_TRUNCATED) {
+    throw Error(ErrorCode::peer_failure, w,
+                "size mismatch: peer sent more than the " + std::to_string(r.bytes) +
+                    " bytes expected (do the ranks pass the same counts and dtypes?)");
+  }
+  if (s != UCS_OK) {
+    throw Error(ErrorCode::transport, w,
+                std::string(r.is_recv ? "receive" : "send") + " failed: " + status_text(s));
+  }
+  if (r.is_recv && got != r.bytes) {
+    throw Error(ErrorCode::peer_failure, w,
+                "size mismatch: expected " + std::to_string(r.bytes) + " bytes, peer sent " +
+                    std::to_string(got) + " (do the ranks pass the same counts and dtypes?)");
+  }
+  return true;
+}
+
+void Worker::cancel(coll::Request& r) {
+  if (!r.handle) return;
+  ucp_request_cancel(worker_, r.handle);
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until) progress();
+  ucp_request_free(r.handle);
+  r.handle = nullptr;
+}
+
+void Worker::wait(std::span<coll::Request> reqs) {
+  auto spin_until = Clock::now() + spin_;
+  size_t first_pending = 0;
+  try {
+    for (;;) {
+      while (first_pending < reqs.size() && test(reqs[first_pending], where_)) ++first_pending;
+      if (first_pending == reqs.size()) return;
+      if (progress()) continue;
+      auto now = Clock::now();
+      if (now >= deadline_) {
+        const auto& r = reqs[first_pending];
+        std::ostringstream m;
+        m << "timed out waiting to " << (r.is_recv ? "receive " : "send ") << r.bytes
+          << " bytes " << (r.is_recv ? "from" : "to") << " peer " << r.peer
+          << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
+        throw failure(ErrorCode::timeout, r.peer, m.str());
+      }
+      if (now >= spin_until) sleep(deadline_);
+    }
+  } catch (...) {
+    for (auto& r : reqs) cancel(r);
+    throw;
+  }
+}
+
+void* Worker::scratch(size_t bytes, int slot) {
+  if (scratch_size_[slot] < bytes) {
+    scratch_[slot].reset(new uint8_t[bytes]);
+    scratch_size_[slot] = bytes;
+  }
+  return scratch_[slot].get();
+}
+
+// ---- Progress and sleep ------------------------------------------------------------------------
+
+bool Worker::progress() { return ucp_worker_progress(worker_) != 0; }
+
+// BUSY means events arrived since the last progress: the caller must progress, not sleep.
+bool Worker::arm() { return ucp_worker_arm(worker_) != UCS_ERR_BUSY; }
+
+void Worker::wait_event(Clock::time_point until) {  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  int ms = int(std::clamp<int64_t>(left.count() + 1, 0, 100));
+  epoll_event ev[2];
+  int n = ::epoll_wait(epoll_fd_, ev, 2, ms);
+  for (int i = 0; i < n; ++i) {
+    if (ev[i].data.fd == wake_fd_) {
+      uint64_t v;
+      ssize_t ignored = ::read(wake_fd_, &v, sizeof v);
+      (void)ignored;
+    }
+  }
+}
+
+void Worker::wake() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+}  // namespace strata::ucx

@@ -1,0 +1,99 @@
+// UCX host data plane: one ucp worker per communicator (so communicators progress independently),
+// endpoints to every peer exchanged through the store, tagged messages, and a wait that spins
+// briefly and then sleeps on the worker's event fd so an idle rank does not burn a core.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/p2p.hpp"
+#include "strata/error.hpp"
+#include "strata/store.hpp"
+
+namespace strata::ucx {
+
+/// Process-wide UCX context, created on first use and shared by every worker.
+class Context {
+ public:
+  static std::shared_ptr<Context> get();
+  ~Context();
+  ucp_context_h handle() const { return ctx_; }
+
+ private:
+  Context();
+  ucp_context_h ctx_ = nullptr;
+};
+
+/// Tag layout (64 bits). Collective: [63]=0 | seq:23 | source rank:24 | step:16.
+/// Point-to-point: [63]=1 | 0:7 | source rank:24 | user tag:32. Receives match all bits.
+uint64_t collective_tag(uint64_t seq, int src, uint32_t step);
+uint64_t p2p_tag(int src, uint32_t user_tag);
+
+class Worker final : public coll::P2P {
+ public:
+  /// Creates the worker and connects to all `size` ranks through `store` (collective).
+  Worker(Store& store, int rank, int size, const ErrorContext& where,
+         std::chrono::milliseconds timeout);
+  ~Worker() override;
+
+  // coll::P2P, used by algorithms inside one collective (see begin_collective()).
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  coll::Request isend(int peer, const void* data, size_t bytes, uint32_t step) override;
+  coll::Request irecv(int peer, void* data, size_t bytes, uint32_t step) override;
+  void wait(std::span<coll::Request> requests) override;
+  void* scratch(size_t bytes, int slot) override;
+
+  /// Sets the sequence number, error context and deadline that the next collective runs under.
+  void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline);
+
+  /// User point-to-point messages (tags in their own space).
+  coll::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag);
+  coll::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag);
+  /// True once `r` completed; throws strata::Error (with `where`) if it failed.
+  bool test(coll::Request& r, const ErrorContext& where);
+  /// Cancels an outstanding request and waits (bounded) until UCX lets go of its buffer.
+  void cancel(coll::Request& r);
+
+  /// Drives the worker once; returns true if anything happened.
+  bool progress();
+  /// Arms the event fd; false when events are already pending (progress again instead).
+  bool arm();
+  /// Sleeps until the network or wake() signals, or `until` (at most 100 ms). Needs a prior
+  /// successful arm(), but not exclusive use of the worker.
+  void wait_event(Clock::time_point until);
+  /// arm() + wait_event(): for the thread that owns the worker.
+  void sleep(Clock::time_point until) {
+    if (arm()) wait_event(until);
+  }
+  /// Interrupts sleep() from any thread.
+  void wake();
+  /// The worker's event fd (readable when network events may be pending after arm()).
+  int event_fd() const { return event_fd_; }
+
+ private:
+  Error failure(ErrorCode code, int peer, const std::string& what) const;
+  coll::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag);
+
+  int rank_;
+  int size_;
+  ucp_worker_h worker_ = nullptr;
+  std::shared_ptr<Context> context_;
+  std::vector<ucp_ep_h> eps_;
+  int event_fd_ = -1;  // the worker's efd
+  int wake_fd_ = -1;   // eventfd for wake()
+  int epoll_fd_ = -1;
+  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  std::vector<size_t> scratch_size_;
+  // State of the collective being run (only touched by the executing thread).
+  uint64_t seq_ = 0;
+  ErrorContext where_;
+  Clock::time_point deadline_;
+  std::chrono::microseconds spin_;
+};
+
+}  // namespace strata::ucx

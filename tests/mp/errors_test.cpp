@@ -1,0 +1,159 @@
+// Bad arguments are rejected before any byte moves, with an error naming rank, group, operation,
+// sequence number and peer; waits end at their deadline with an error naming the peer.
+#include "mp.hpp"
+
+using namespace strata;
+
+namespace {
+
+// Runs `call`, expects a strata::Error of `code` whose message contains every piece of `parts`.
+template <typename F>
+void expect_error(F call, ErrorCode code, std::vector<std::string> parts) {
+  try {
+    call();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(int(e.code()), int(code)) << e.what();
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+        << "message lacks '" << p << "': " << e.what();
+  }
+}
+
+std::string on_rank() { return "on rank " + std::to_string(mp::world().rank()) + " of group world"; }
+
+}  // namespace
+
+TEST(BadArguments, NullBufferWithCount) {
+  auto& w = mp::world();
+  std::vector<float> out(4);
+  expect_error([&] { w.all_reduce(Buffer{nullptr, 4, DataType::f32}, buffer(out), ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"all_reduce", on_rank(), "input is null with count 4", "seq"});
+  // Null with count 0 is fine (nothing to move).
+  w.all_reduce(Buffer{nullptr, 0, DataType::f32}, Buffer{nullptr, 0, DataType::f32}, ReduceOp::sum)
+      .wait();
+}
+
+TEST(BadArguments, CountAndDtypeMismatch) {
+  auto& w = mp::world();
+  std::vector<float> a(8), b(7);
+  std::vector<double> d(8);
+  expect_error([&] { w.all_reduce(buffer(a), buffer(b), ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"output has 7 elements, expected 8"});
+  expect_error([&] { w.all_reduce(buffer(a), buffer(d), ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"input dtype f32 differs from output dtype f64"});
+  std::vector<float> big(8 * w.size() + 1);
+  expect_error([&] { w.all_gather(buffer(a), buffer(big)); }, ErrorCode::invalid_argument,
+               {"all_gather", "output has"});
+  expect_error([&] { w.reduce_scatter(buffer(big), buffer(a), ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"reduce_scatter", "input has"});
+  if (w.size() > 1) {
+    std::vector<float> odd(w.size() + 1);
+    expect_error([&] { w.all_to_all(buffer(odd), buffer(odd)); }, ErrorCode::invalid_argument,
+                 {"not a multiple of the group size"});
+  }
+}
+
+TEST(BadArguments, PeerAndRootOutOfRange) {
+  auto& w = mp::world();
+  std::vector<int32_t> v(4);
+  const std::string n = std::to_string(w.size());
+  expect_error([&] { w.send(buffer(v), w.size()); }, ErrorCode::invalid_argument,
+               {"send", "peer " + n + " is out of range for a group of " + n});
+  expect_error([&] { w.recv(buffer(v), -1); }, ErrorCode::invalid_argument,
+               {"recv", "peer -1 is out of range"});
+  expect_error([&] { w.broadcast(buffer(v), w.size() + 3); }, ErrorCode::invalid_argument,
+               {"broadcast", "root " + std::to_string(w.size() + 3)});
+  expect_error([&] { w.reduce(buffer(v), buffer(v), ReduceOp::max, -2); },
+               ErrorCode::invalid_argument, {"reduce", "root -2"});
+}
+
+TEST(BadArguments, OverlappingBuffers) {
+  auto& w = mp::world();
+  std::vector<float> v(64);
+  // Output starts inside the input but is not the in-place layout.
+  expect_error(
+      [&] { w.all_reduce(Buffer{v.data(), 32, DataType::f32}, Buffer{v.data() + 1, 32, DataType::f32}, ReduceOp::sum); },
+      ErrorCode::invalid_argument, {"overlap"});
+  if (w.size() > 1) {
+    std::vector<float> a(8 * w.size());
+    expect_error([&] { w.all_to_all(buffer(a), buffer(a)); }, ErrorCode::invalid_argument,
+                 {"overlap"});
+  }
+}
+
+TEST(BadArguments, UnknownEnumsAndDeviceMemory) {
+  auto& w = mp::world();
+  std::vector<float> v(4);
+  expect_error([&] { w.all_reduce(buffer(v), ReduceOp(42)); }, ErrorCode::invalid_argument,
+               {"unknown reduction op"});
+  expect_error([&] { w.all_reduce(Buffer{v.data(), 4, DataType(99)}, ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"unknown dtype"});
+  expect_error([&] { w.all_reduce(buffer(v, MemoryKind::cuda), ReduceOp::sum); },
+               ErrorCode::invalid_argument, {"CUDA device memory"});
+}
+
+TEST(BadArguments, RejectedCallsLeaveTheCommunicatorUsable) {
+  auto& w = mp::world();
+  std::vector<int32_t> v = {w.rank()};
+  w.all_reduce(buffer(v), ReduceOp::sum).wait();
+  EXPECT_EQ(v[0], w.size() * (w.size() - 1) / 2);
+}
+
+TEST(Deadlines, UnmatchedRecvTimesOutNamingThePeer) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  CommOptions o;
+  o.name = "short";
+  o.timeout = std::chrono::milliseconds(1000);
+  Communicator s = w.split(0, w.rank(), o);
+  std::vector<float> v(16);
+  if (s.rank() == 0) {
+    auto t0 = Clock::now();
+    Work r = s.recv(buffer(v), 1, 77);  // rank 1 never sends
+    expect_error([&] { r.wait(); }, ErrorCode::timeout,
+                 {"recv", "rank 0 of group short", "peer 1", "timed out"});
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_GE(secs, 0.9);
+    EXPECT_LT(secs, 10.0);
+  }
+  w.barrier().wait();
+}
+
+TEST(Deadlines, CollectiveWithAMissingRankTimesOut) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  CommOptions o;
+  o.name = "short";
+  o.timeout = std::chrono::milliseconds(1000);
+  Communicator s = w.split(0, w.rank(), o);
+  std::vector<float> v(1024, 1.0f);
+  if (s.rank() != 0) {  // rank 0 never joins
+    expect_error([&] { s.all_reduce(buffer(v), ReduceOp::sum).wait(); }, ErrorCode::timeout,
+                 {"all_reduce", "group short", "seq 1", "timed out"});
+    // The group is now unusable, and says why.
+    expect_error([&] { s.barrier().wait(); }, ErrorCode::aborted, {"earlier failure"});
+  }
+  w.barrier().wait();
+}
+
+TEST(Deadlines, WorkWaitWithShortTimeoutThenCompletes) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  std::vector<int32_t> v(8, 0);
+  if (w.rank() == 0) {
+    Work r = w.recv(buffer(v), 1, 5);
+    expect_error([&] { r.wait(std::chrono::milliseconds(50)); }, ErrorCode::timeout,
+                 {"Work::wait", "still pending"});
+    EXPECT_FALSE(r.test());
+    w.barrier().wait();  // now let rank 1 send
+    r.wait();
+    EXPECT_EQ(v, std::vector<int32_t>(8, 42));
+  } else {
+    w.barrier().wait();
+    if (w.rank() == 1) {
+      std::vector<int32_t> s(8, 42);
+      w.send(buffer(s), 0, 5).wait();
+    }
+  }
+  w.barrier().wait();
+}

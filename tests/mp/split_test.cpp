@@ -1,0 +1,59 @@
+// split(color, key): membership, ordering by key, independence, and the negative color.
+#include "mp.hpp"
+
+using namespace strata;
+
+TEST(Split, ByParityReversedKeys) {
+  auto& w = mp::world();
+  const int color = w.rank() % 2;
+  Communicator sub = w.split(color, -w.rank());
+  ASSERT_TRUE(sub);
+  // Members of my color, ordered by descending world rank.
+  std::vector<int> members;
+  for (int r = w.size() - 1; r >= 0; --r)
+    if (r % 2 == color) members.push_back(r);
+  EXPECT_EQ(sub.size(), int(members.size()));
+  EXPECT_EQ(members[sub.rank()], w.rank());
+  // The sub-group's all_reduce sums only its members' world ranks.
+  std::vector<int64_t> v = {w.rank()};
+  sub.all_reduce(buffer(v), ReduceOp::sum).wait();
+  int64_t want = 0;
+  for (int r : members) want += r;
+  EXPECT_EQ(v[0], want);
+  // Rank order: gather world ranks by sub rank.
+  std::vector<int32_t> mine = {w.rank()}, order(sub.size());
+  sub.all_gather(buffer(mine), buffer(order)).wait();
+  EXPECT_EQ(order, std::vector<int32_t>(members.begin(), members.end()));
+}
+
+TEST(Split, NegativeColorGetsEmptyCommunicator) {
+  auto& w = mp::world();
+  Communicator sub = w.split(w.rank() == 0 ? -1 : 1, 0);
+  EXPECT_EQ(bool(sub), w.rank() != 0);
+  if (sub) {
+    EXPECT_EQ(sub.size(), w.size() - 1);
+    std::vector<int32_t> v = {1};
+    sub.all_reduce(buffer(v), ReduceOp::sum).wait();
+    EXPECT_EQ(v[0], w.size() - 1);
+  } else {
+    EXPECT_THROW(sub.barrier(), Error);
+  }
+}
+
+TEST(Split, NestedAndConcurrentWithParent) {
+  auto& w = mp::world();
+  Communicator a = w.split(0, w.rank());
+  Communicator b = a.split(a.rank() / 2, 0);
+  // Operations on the three groups interleave; each group completes its own in order.
+  std::vector<int32_t> x = {1}, y = {2}, z = {3};
+  Work wx = w.all_reduce(buffer(x), ReduceOp::sum);
+  Work wy = a.all_reduce(buffer(y), ReduceOp::max);
+  Work wz = b.all_reduce(buffer(z), ReduceOp::sum);
+  wz.wait();
+  wy.wait();
+  wx.wait();
+  EXPECT_EQ(x[0], w.size());
+  EXPECT_EQ(y[0], 2);
+  EXPECT_EQ(z[0], 3 * b.size());
+  EXPECT_EQ(b.size(), std::min(2, w.size() - 2 * (a.rank() / 2)));
+}

@@ -1,0 +1,109 @@
+// Reduction kernels element by element against plain scalar loops.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "collectives/reduce_kernels.hpp"
+
+using namespace strata;
+
+namespace {
+
+template <typename T>
+void check_integral(ReduceOp op) {
+  std::mt19937 rng(42);
+  const size_t n = 1037;  // not a multiple of any vector width
+  std::vector<T> a(n), b(n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = T(rng());
+    b[i] = T(rng());
+  }
+  coll::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
+  for (size_t i = 0; i < n; ++i) {
+    T want;
+    switch (op) {
+      case ReduceOp::sum: case ReduceOp::avg: want = T(int64_t(a[i]) + int64_t(b[i])); break;
+      case ReduceOp::prod: want = T(int64_t(a[i]) * int64_t(b[i])); break;
+      case ReduceOp::min: want = a[i] < b[i] ? a[i] : b[i]; break;
+      default: want = a[i] < b[i] ? b[i] : a[i]; break;
+    }
+    ASSERT_EQ(out[i], want) << "element " << i << " op " << op_name(op);
+  }
+}
+
+template <typename T>
+void check_floating(ReduceOp op) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> d(-100, 100);
+  const size_t n = 1037;
+  std::vector<T> a(n), b(n), out(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = T(d(rng));
+    b[i] = T(d(rng));
+  }
+  coll::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
+  for (size_t i = 0; i < n; ++i) {
+    T want = op == ReduceOp::prod ? a[i] * b[i]
+             : op == ReduceOp::min ? std::min(a[i], b[i])
+             : op == ReduceOp::max ? std::max(a[i], b[i])
+                                   : a[i] + b[i];
+    ASSERT_EQ(out[i], want) << "element " << i;
+  }
+}
+
+}  // namespace
+
+TEST(ReduceKernels, IntegerTypesAllOps) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg}) {
+    check_integral<int8_t>(op);
+    check_integral<uint8_t>(op);
+    check_integral<int32_t>(op);
+    check_integral<int64_t>(op);
+  }
+}
+
+TEST(ReduceKernels, FloatTypesAllOps) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+    check_floating<float>(op);
+    check_floating<double>(op);
+  }
+}
+
+TEST(ReduceKernels, HalfTypesRoundOnceThroughFloat) {
+  const size_t n = 515;
+  std::vector<f16_t> a(n), b(n), out(n);
+  std::vector<bf16_t> c(n), d(n), out2(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = to_f16(float(i) * 0.37f - 50);
+    b[i] = to_f16(float(i % 17) * 1.3f);
+    c[i] = to_bf16(float(i) * 0.37f - 50);
+    d[i] = to_bf16(float(i % 17) * 1.3f);
+  }
+  coll::reduce(out.data(), a.data(), b.data(), n, DataType::f16, ReduceOp::sum);
+  coll::reduce(out2.data(), c.data(), d.data(), n, DataType::bf16, ReduceOp::max);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i].bits, to_f16(to_float(a[i]) + to_float(b[i])).bits) << i;
+    float m = std::max(to_float(c[i]), to_float(d[i]));
+    ASSERT_EQ(to_float(out2[i]), m) << i;
+  }
+}
+
+TEST(ReduceKernels, InPlaceAliasing) {
+  std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
+  coll::reduce(a.data(), a.data(), b.data(), 3, DataType::f32, ReduceOp::sum);
+  EXPECT_EQ(a, (std::vector<float>{11, 22, 33}));
+}
+
+TEST(ReduceKernels, DivideByTruncatesIntegersAndRoundsFloats) {
+  std::vector<int32_t> i = {7, -7, 8};
+  coll::divide_by(i.data(), 3, DataType::i32, 2);
+  EXPECT_EQ(i, (std::vector<int32_t>{3, -3, 4}));
+  std::vector<uint8_t> u = {250, 9};
+  coll::divide_by(u.data(), 2, DataType::u8, 300);  // divisor wider than the type
+  EXPECT_EQ(u, (std::vector<uint8_t>{0, 0}));
+  std::vector<f16_t> h = {to_f16(3.0f)};
+  coll::divide_by(h.data(), 1, DataType::f16, 3);
+  EXPECT_EQ(h[0].bits, to_f16(1.0f).bits);
+}

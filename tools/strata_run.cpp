@@ -1,0 +1,150 @@
+// strata-run: the torchrun-style launcher. Starts N local ranks of a program with RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN set.
+// If any rank fails, the others are stopped (SIGTERM, then SIGKILL) and the launcher fails too;
+// --timeout bounds the whole job.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: strata-run -n N [--addr A] [--port P] [--timeout SECONDS] [--] program "
+               "[args...]\n");
+  std::exit(2);
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::perror("strata-run: cannot find a free port");
+    std::exit(1);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string token() {
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  unsigned char b[16] = {};
+  f.read(reinterpret_cast<char*>(b), sizeof b);
+  std::string s;
+  char h[3];
+  for (unsigned char c : b) {
+    std::snprintf(h, sizeof h, "%02x", c);
+    s += h;
+  }
+  return s;
+}
+
+std::vector<pid_t> g_children;
+
+void stop_all(int sig) {
+  for (pid_t p : g_children) {
+    if (p > 0) ::kill(p, sig);
+  }
+}
+
+void on_signal(int sig) {
+  stop_all(SIGTERM);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 0, port = 0;
+  double timeout = 0;
+  std::string addr = "127.0.0.1";
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") { ++i; break; }
+    if ((a == "-n" || a == "-np") && i + 1 < argc) n = std::atoi(argv[++i]);
+    else if (a == "--port" && i + 1 < argc) port = std::atoi(argv[++i]);
+    else if (a == "--addr" && i + 1 < argc) addr = argv[++i];
+    else if (a == "--timeout" && i + 1 < argc) timeout = std::atof(argv[++i]);
+    else if (a[0] == '-') usage();
+    else break;
+  }
+  if (n < 1 || i >= argc) usage();
+  if (port == 0) port = free_port();
+  const std::string tok = token();
+
+  ::signal(SIGINT, on_signal);
+  ::signal(SIGTERM, on_signal);
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("MASTER_ADDR", addr.c_str(), 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("STRATA_JOB_TOKEN", tok.c_str(), 1);
+      ::execvp(argv[i], argv + i);
+      std::fprintf(stderr, "strata-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
+      std::_Exit(127);
+    }
+    g_children.push_back(pid);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  int status_out = 0, alive = n;
+  bool stopping = false;
+  auto stop_time = std::chrono::steady_clock::time_point::max();
+  while (alive > 0) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      int rank = -1;
+      for (size_t k = 0; k < g_children.size(); ++k) {
+        if (g_children[k] == pid) {
+          g_children[k] = -1;
+          rank = int(k);
+        }
+      }
+      --alive;
+      int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      if (code != 0 && !stopping) {
+        std::fprintf(stderr, "strata-run: rank %d (pid %d) exited with status %d; stopping the rest\n",
+                     rank, int(pid), code);
+        status_out = code;
+        stopping = true;
+        stop_all(SIGTERM);
+        stop_time = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      }
+      continue;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (timeout > 0 && !stopping && now - start > std::chrono::duration<double>(timeout)) {
+      std::fprintf(stderr, "strata-run: job exceeded --timeout %.0f s; stopping it\n", timeout);
+      status_out = 124;
+      stopping = true;
+      stop_all(SIGTERM);
+      stop_time = now + std::chrono::seconds(3);
+    }
+    if (stopping && now > stop_time) stop_all(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status_out;
+}
