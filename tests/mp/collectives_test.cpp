@@ -209,6 +209,8 @@ TEST(CollectivesLarge, F32Sum64Mi) {
   check_all_gather(DataType::f32, per_rank(big), true);
   check_all_to_all(DataType::f32, per_rank(big));
   check_broadcast(DataType::f32, big, true, mp::world().size() - 1);
+  check_reduce(DataType::f32, ReduceOp::sum, big, false, 0);
+  check_gather_scatter(DataType::f32, per_rank(big), false, mp::world().size() / 2);
 }
 
 TEST(Collectives, ManyOutstandingCompleteInOrder) {

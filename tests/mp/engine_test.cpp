@@ -1,0 +1,51 @@
+// The progress engine: an idle rank, or one with only a receive pending, must not burn a core
+// (on a 2-core node a spinning thread halves the trainer's compute).
+#include <sys/resource.h>
+
+#include <thread>
+
+#include "mp.hpp"
+
+using namespace strata;
+
+namespace {
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+}  // namespace
+
+TEST(Engine, IdleRankUsesNoCpu) {
+  auto& w = mp::world();
+  std::vector<float> v(1024, 1.0f);
+  w.all_reduce(buffer(v), ReduceOp::sum).wait();  // engine and transports warmed up
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = cpu_seconds() - before;
+  // CPU time is this process's own, so other load on the machine does not inflate it.
+  EXPECT_LT(used, 0.1) << "an idle rank used " << used << " s of CPU in 1 s";
+  w.barrier().wait();
+}
+
+TEST(Engine, PendingReceiveUsesNoCpu) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  std::vector<int32_t> v(16, 0);
+  Work r;
+  if (w.rank() == 0) r = w.recv(buffer(v), 1, 99);
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = cpu_seconds() - before;
+  EXPECT_LT(used, 0.1) << "a rank with a pending receive used " << used << " s of CPU in 1 s";
+  if (w.rank() == 1) {
+    std::vector<int32_t> s(16, 7);
+    w.send(buffer(s), 0, 99).wait();
+  }
+  if (w.rank() == 0) {
+    r.wait();
+    EXPECT_EQ(v, std::vector<int32_t>(16, 7));
+  }
+  w.barrier().wait();
+}
