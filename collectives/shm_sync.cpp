@@ -7,6 +7,8 @@
 
 #include <climits>
 
+#include "spin_policy.hpp"
+
 namespace strata::coll::shm_sync {
 namespace {
 
@@ -32,10 +34,14 @@ void publish(strata::shm::Segment& s, Field f, uint64_t value) {
 void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
               Clock::time_point deadline, const ErrorContext& where) {
   auto& c = s.header(rank).*f;
-  for (int i = 0; i < 200; ++i) {
-    if (c.value.load(std::memory_order_acquire) >= value) return;
-    _mm_pause();
-  }
+  if (c.value.load(std::memory_order_acquire) >= value) return;
+  const auto spin_until = Clock::now() + spin_budget(s.oversubscribed());
+  do {
+    for (int i = 0; i < 32; ++i) {
+      if (c.value.load(std::memory_order_acquire) >= value) return;
+      _mm_pause();
+    }
+  } while (Clock::now() < spin_until);
   for (;;) {
     // Announce the sleep, then look once more: publish() stores before it reads `waiters`, so
     // either it sees us or we see its value.

@@ -28,7 +28,7 @@ std::string text(const char* name) {
 Config load() {
   Config c;
   c.timeout = std::chrono::milliseconds(int64_t(number("STRATA_TIMEOUT", 300) * 1000));
-  c.spin = std::chrono::microseconds(int64_t(number("STRATA_SPIN_US", 50)));
+  c.spin = std::chrono::microseconds(int64_t(number("STRATA_SPIN_US", 20000)));
   c.progress_delay = std::chrono::microseconds(int64_t(number("STRATA_PROGRESS_DELAY_US", 50)));
   c.algo = text("STRATA_ALGO");
   c.store_addr = text("STRATA_STORE_ADDR");

@@ -8,7 +8,7 @@ namespace strata {
 
 struct Config {
   std::chrono::milliseconds timeout{300000};  ///< STRATA_TIMEOUT (seconds): deadline of every op
-  std::chrono::microseconds spin{50};         ///< STRATA_SPIN_US: busy-poll before sleeping
+  std::chrono::microseconds spin{20000};      ///< STRATA_SPIN_US: see spin_policy.hpp
   std::chrono::microseconds progress_delay{50};  ///< STRATA_PROGRESS_DELAY_US (see engine.hpp)
   std::string algo;                           ///< STRATA_ALGO: forced algorithms (see docs)
   std::string store_addr;                     ///< STRATA_STORE_ADDR: address rank 0's store binds

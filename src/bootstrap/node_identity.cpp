@@ -1,5 +1,6 @@
 #include "bootstrap/node_identity.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -17,15 +18,21 @@ std::string node_identity() {
   return std::string(host) + "/" + boot;
 }
 
-bool all_on_one_node(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+int ranks_on_my_node(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
   const std::string me = node_identity();
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
-  bool same = true;
+  int same = 0;
   for (int r = 0; r < size; ++r) {
     Bytes b = store.get("node/" + std::to_string(r), timeout);
-    same = same && std::string(b.begin(), b.end()) == me;
+    same += std::string(b.begin(), b.end()) == me;
   }
   return same;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
 }
 
 }  // namespace strata::bootstrap

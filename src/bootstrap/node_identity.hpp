@@ -13,7 +13,11 @@ namespace strata::bootstrap {
 /// This process's node identity.
 std::string node_identity();
 
-/// Collective over the ranks of `store`: true when all `size` ranks report the same node.
-bool all_on_one_node(Store& store, int rank, int size, std::chrono::milliseconds timeout);
+/// Collective over the ranks of `store`: how many of the `size` ranks (this one included) report
+/// this rank's node.
+int ranks_on_my_node(Store& store, int rank, int size, std::chrono::milliseconds timeout);
+
+/// Cores this process may run on (its affinity mask).
+int usable_cores();
 
 }  // namespace strata::bootstrap

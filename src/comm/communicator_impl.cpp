@@ -11,9 +11,13 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
     : rank(rank_in), size(size_in), name(options.name), store(std::move(store_in)) {
   auto timeout = options.timeout.count() > 0 ? options.timeout : config().timeout;
   auto worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
-  if (size > 1 && config().shm && bootstrap::all_on_one_node(*store, rank, size, timeout)) {
+  const int local = bootstrap::ranks_on_my_node(*store, rank, size, timeout);
+  const bool oversubscribed = local > bootstrap::usable_cores();
+  worker->set_oversubscribed(oversubscribed);
+  if (size > 1 && config().shm && local == size) {
     shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
-                                          config().shm_depth, context("init"), timeout);
+                                          config().shm_depth, oversubscribed, context("init"),
+                                          timeout);
   }
   engine_ = std::make_shared<comm::Engine>(std::move(worker), timeout);
   engine_->start();
@@ -26,9 +30,10 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_), peer};
 }
 
-Work Communicator::Impl::collective(const char* op_name, int peer,
+Work Communicator::Impl::collective(const char* op_name, int peer, size_t bytes,
                                     std::function<void(Exec&)> body) {
   comm::Op op;
+  op.bytes = bytes;
   uint64_t seq;
   {
     std::lock_guard<std::mutex> l(seq_mu_);
@@ -47,6 +52,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer,
 Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag) {
   comm::Op op;
   op.is_collective = false;
+  op.bytes = buf.bytes();
   {
     std::lock_guard<std::mutex> l(seq_mu_);
     op.where = ErrorContext{rank, name, is_send ? "send" : "recv", int64_t(p2p_seq_++), peer};

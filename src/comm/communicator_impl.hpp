@@ -32,7 +32,8 @@ class Communicator::Impl {
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);
   /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
-  Work collective(const char* op, int peer, std::function<void(Exec&)> body);
+  /// `bytes` (per rank) tells the engine how soon to start it without a waiting caller.
+  Work collective(const char* op, int peer, size_t bytes, std::function<void(Exec&)> body);
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
   coll::Algo choose(coll::Collective c, size_t bytes) const {
     return coll::choose(c, bytes, size, shm_ != nullptr);

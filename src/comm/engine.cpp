@@ -1,5 +1,6 @@
 #include "comm/engine.hpp"
 
+#include <immintrin.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include "config.hpp"
+#include "spin_policy.hpp"
 #include "log.hpp"
 
 namespace strata::comm {
@@ -48,12 +50,21 @@ Engine::~Engine() {
   for (int fd : {kick_fd_, stop_fd_, idle_epoll_, net_epoll_}) ::close(fd);
 }
 
-void Engine::arm_kick() {
-  if (kick_armed_.exchange(true)) return;  // already pending: it fires soon enough
-  itimerspec t{};
-  t.it_value.tv_nsec = long(config().progress_delay.count()) * 1000;
-  if (t.it_value.tv_nsec == 0) t.it_value.tv_nsec = 1;
-  ::timerfd_settime(kick_fd_, 0, &t, nullptr);
+void Engine::arm_kick(size_t bytes) {
+  const auto delay = bytes >= (64u << 10) ? std::chrono::nanoseconds(config().progress_delay)
+                                          : std::chrono::nanoseconds(std::chrono::milliseconds(2));
+  const int64_t due = (Clock::now() + delay).time_since_epoch().count();
+  int64_t cur = kick_due_.load();
+  // Re-arm only when nothing is armed or this op needs it sooner: usually no system call at all.
+  while (cur == 0 || due < cur) {
+    if (kick_due_.compare_exchange_weak(cur, due)) {
+      itimerspec t{};
+      t.it_value.tv_sec = delay.count() / 1000000000;
+      t.it_value.tv_nsec = std::max<long>(1, delay.count() % 1000000000);
+      ::timerfd_settime(kick_fd_, 0, &t, nullptr);
+      return;
+    }
+  }
 }
 
 void Engine::sleep_locked(Clock::time_point until) {
@@ -74,12 +85,13 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   work->engine = weak_from_this();
   work->default_timeout = timeout_;
   op.work = work;
+  const size_t bytes = op.bytes;
   {
     std::lock_guard<std::mutex> q(queue_mu_);
     queue_.push_back(std::move(op));
   }
   if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
-  arm_kick();
+  arm_kick(bytes);
   return work;
 }
 
@@ -173,13 +185,26 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
 }
 
 void Engine::drive(detail::WorkState& target, Clock::time_point until) {
-  const auto spin = config().spin;
+  const auto spin = spin_budget(worker_->oversubscribed());
+  set_inline_caller(true);
+  blocked_.fetch_add(1);
+  struct Reset {
+    std::atomic<int>& blocked;
+    ~Reset() {
+      set_inline_caller(false);
+      blocked.fetch_sub(1);
+    }
+  } reset{blocked_};
   for (;;) {
     if (target.finished()) return;
     // Another thread may be executing; take over as soon as it lets go (it may have finished our
-    // operation by then, which the loop below notices at once).
+    // operation by then). Poll first: sleeping on the mutex costs a wake-up (spin_policy.hpp).
     std::unique_lock<std::timed_mutex> ex(exec_mu_, std::defer_lock);
-    if (ex.try_lock_until(std::min(until, Clock::now() + std::chrono::milliseconds(10)))) {
+    const auto poll_until = Clock::now() + spin;
+    while (!ex.try_lock() && Clock::now() < poll_until && !target.finished()) _mm_pause();
+    if (target.finished()) return;
+    if (ex.owns_lock() ||
+        ex.try_lock_until(std::min(until, Clock::now() + std::chrono::milliseconds(10)))) {
       auto spin_until = Clock::now() + spin;
       while (!target.finished()) {
         if (step_locked() || worker_->progress()) {
@@ -196,11 +221,12 @@ void Engine::drive(detail::WorkState& target, Clock::time_point until) {
 }
 
 void Engine::progress_loop() {
+  set_blocked_callers(&blocked_);
   while (!stop_) {
     bool wait_on_network = false;
     {
       std::lock_guard<std::timed_mutex> ex(exec_mu_);
-      kick_armed_ = false;  // from here on, a new submit must arm the timer again
+      kick_due_ = 0;  // from here on, a new submit must arm the timer again
       // The network is only polled for pending receives/sends; collectives poll it themselves.
       while (step_locked() || (!p2p_pending_.empty() && worker_->progress())) {
       }

@@ -5,9 +5,12 @@
 //
 // The progress thread is not woken by each submit: that would cost a context switch per call and,
 // on a node with as many ranks as cores, preempt a peer in the middle of a collective. Instead a
-// submit arms a one-shot timer (STRATA_PROGRESS_DELAY_US, default 50 us); a caller that waits
-// right away runs the operation inline long before it fires, and work nobody waits for starts
-// after that short delay. Idle, the thread sleeps in epoll and uses no CPU.
+// submit arms a one-shot timer; a caller that waits right away runs the operation inline long
+// before it fires, and work nobody waits for starts after that delay: STRATA_PROGRESS_DELAY_US
+// (default 50 us) for operations of 64 KiB and more, whose overlap with compute matters, and 2 ms
+// for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
+// small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
+// epoll and uses no CPU.
 #pragma once
 
 #include <atomic>
@@ -30,6 +33,7 @@ namespace strata::comm {
 struct Op {
   ErrorContext where;                 // rank, group, op name, seq, peer
   bool is_collective = true;
+  size_t bytes = 0;                   // per rank; small operations are latency-bound
   std::function<void(ucx::Worker&, Op&)> run;
   coll::Request request;              // point-to-point only
   Clock::time_point deadline{};
@@ -56,7 +60,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool poll_p2p_locked();
   void fail_all_locked(const std::exception_ptr& e);
   void progress_loop();
-  void arm_kick();                    // arms the timer that wakes the progress thread
+  void arm_kick(size_t bytes);        // arms the timer that wakes the progress thread
   void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
   std::unique_ptr<ucx::Worker> worker_;
@@ -67,8 +71,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::list<Op> p2p_pending_;         // guarded by exec_mu_
   std::string broken_;                // first fatal error; guarded by exec_mu_
   std::atomic<bool> stop_{false};
-  std::atomic<bool> kick_armed_{false};
+  std::atomic<int64_t> kick_due_{0};  // when the armed timer fires (steady ns); 0: not armed
   std::atomic<int> sleepers_{0};      // threads in sleep_locked(); submit wakes them
+  std::atomic<int> blocked_{0};       // callers inside drive()
   int kick_fd_ = -1;                  // timerfd
   int stop_fd_ = -1;                  // eventfd
   int idle_epoll_ = -1;               // the progress thread's when idle: kick, stop

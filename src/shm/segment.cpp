@@ -22,11 +22,13 @@ std::string unique_name() {
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+
 }  // namespace
 
 Segment::Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth,
-                 const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), chunk_bytes_(round_up(chunk_bytes, 4096)), depth_(depth) {
+                 bool oversubscribed, const ErrorContext& where, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), chunk_bytes_(round_up(chunk_bytes, 4096)), depth_(depth),
+      oversubscribed_(oversubscribed) {
   ErrorContext w = where;
   w.op = "shm.setup";
   slot_bytes_ = round_up(sizeof(SlotHeader), 4096) + chunk_bytes_ * size_t(depth_);

@@ -34,7 +34,7 @@ struct SlotHeader {
 class Segment {
  public:
   /// Collective over the `size` ranks meeting in `store`: rank 0 creates, the others map.
-  Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth,
+  Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth, bool oversubscribed,
           const ErrorContext& where, std::chrono::milliseconds timeout);
   ~Segment();
   Segment(const Segment&) = delete;
@@ -45,6 +45,8 @@ class Segment {
   /// Bytes of one staging buffer, and how many a slot has (the pipeline depth).
   size_t chunk_bytes() const { return chunk_bytes_; }
   int depth() const { return depth_; }
+  /// More ranks in this group than cores this process may run on: waiting must not spin.
+  bool oversubscribed() const { return oversubscribed_; }
   SlotHeader& header(int rank);
   /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
   uint8_t* buffer(int rank, uint64_t index);
@@ -57,6 +59,7 @@ class Segment {
   int rank_, size_;
   size_t chunk_bytes_;
   int depth_;
+  bool oversubscribed_;
   size_t slot_bytes_;
   size_t total_bytes_;
   uint8_t* base_ = nullptr;

@@ -11,6 +11,7 @@
 
 #include "config.hpp"
 #include "log.hpp"
+#include "spin_policy.hpp"
 
 namespace strata::ucx {
 namespace {
@@ -70,7 +71,7 @@ Context::~Context() {
 Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
                std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
-      scratch_(4), scratch_size_(4, 0), where_(where), spin_(config().spin) {
+      scratch_(4), scratch_size_(4, 0), where_(where) {
   ErrorContext w = where;
   w.op = "ucx.connect";
   ucp_worker_params_t wp{};
@@ -232,7 +233,7 @@ void Worker::cancel(coll::Request& r) {
 }
 
 void Worker::wait(std::span<coll::Request> reqs) {
-  auto spin_until = Clock::now() + spin_;
+  auto spin_until = Clock::now() + spin_budget(oversubscribed_);
   size_t first_pending = 0;
   try {
     for (;;) {

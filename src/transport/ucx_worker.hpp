@@ -70,6 +70,9 @@ class Worker final : public coll::P2P {
   void sleep(Clock::time_point until) {
     if (arm()) wait_event(until);
   }
+  /// More ranks on this node than cores: waits poll only briefly (spin_policy.hpp).
+  void set_oversubscribed(bool v) { oversubscribed_ = v; }
+  bool oversubscribed() const { return oversubscribed_; }
   /// Interrupts sleep() from any thread.
   void wake();
   /// The worker's event fd (readable when network events may be pending after arm()).
@@ -93,7 +96,7 @@ class Worker final : public coll::P2P {
   uint64_t seq_ = 0;
   ErrorContext where_;
   Clock::time_point deadline_;
-  std::chrono::microseconds spin_;
+  bool oversubscribed_ = false;
 };
 
 }  // namespace strata::ucx

@@ -1,0 +1,38 @@
+// One benchmark case: a collective on buffers of a given size, dtype, op and placement. Knows how
+// to issue it through Strata, how to fill its inputs with test data and how to count wrong
+// output elements against an independently computed expectation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "perf_options.hpp"
+#include "strata/strata.hpp"
+
+namespace perf {
+
+struct Case {
+  Coll coll;
+  strata::DataType dtype;
+  strata::ReduceOp op;
+  int root;
+  size_t count;     // elements in the nccl-tests "size" (whole buffer; see element counts below)
+  bool in_place;
+
+  int rank, n;
+  size_t in_count() const;   // elements of this rank's input
+  size_t out_count() const;  // elements of this rank's output
+  bool supported() const;    // in-place all_to_all and sendrecv are not
+  size_t bytes() const { return count * strata::dtype_size(dtype); }
+
+  /// Input and output views into the two benchmark buffers (`a` holds the input unless in place).
+  strata::Buffer input(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const;
+  strata::Buffer output(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const;
+  strata::Work issue(strata::Communicator& c, strata::Buffer in, strata::Buffer out) const;
+
+  /// Writes this rank's test input; returns the number of wrong output elements after one run.
+  void fill_input(strata::Buffer in) const;
+  long count_wrong(strata::Buffer out) const;
+};
+
+}  // namespace perf

@@ -1,0 +1,170 @@
+#include "perf_options.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace perf {
+namespace {
+
+const std::pair<const char*, Coll> kColls[] = {
+    {"all_reduce", Coll::all_reduce}, {"all_gather", Coll::all_gather},
+    {"reduce_scatter", Coll::reduce_scatter}, {"all_to_all", Coll::all_to_all},
+    {"broadcast", Coll::broadcast}, {"reduce", Coll::reduce}, {"sendrecv", Coll::sendrecv}};
+
+const strata::DataType kTypes[] = {strata::DataType::f32, strata::DataType::f64,
+                                   strata::DataType::f16, strata::DataType::bf16,
+                                   strata::DataType::i8,  strata::DataType::u8,
+                                   strata::DataType::i32, strata::DataType::i64};
+const strata::ReduceOp kOps[] = {strata::ReduceOp::sum, strata::ReduceOp::prod,
+                                 strata::ReduceOp::min, strata::ReduceOp::max,
+                                 strata::ReduceOp::avg};
+
+bool parse_int(const std::string& s, int& out) {
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end || v < 0 || v > 1000000000) return false;
+  out = int(v);
+  return true;
+}
+
+}  // namespace
+
+std::optional<size_t> parse_size(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || v < 0) return std::nullopt;
+  std::string suffix(end);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return std::nullopt;
+  return size_t(v * mult);
+}
+
+const char* coll_name(Coll c) {
+  for (auto& [name, v] : kColls) {
+    if (v == c) return name;
+  }
+  return "?";
+}
+
+const char* nccl_type_name(strata::DataType t) {
+  switch (t) {
+    case strata::DataType::f32: return "float";
+    case strata::DataType::f64: return "double";
+    case strata::DataType::f16: return "half";
+    case strata::DataType::bf16: return "bfloat16";
+    case strata::DataType::i8: return "int8";
+    case strata::DataType::u8: return "uint8";
+    case strata::DataType::i32: return "int32";
+    case strata::DataType::i64: return "int64";
+  }
+  return "?";
+}
+
+bool has_op(Coll c) {
+  return c == Coll::all_reduce || c == Coll::reduce_scatter || c == Coll::reduce;
+}
+bool has_root(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
+
+double bus_factor(Coll c, int n) {
+  switch (c) {
+    case Coll::all_reduce: return 2.0 * (n - 1) / n;
+    case Coll::all_gather:
+    case Coll::reduce_scatter:
+    case Coll::all_to_all: return double(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+std::string usage() {
+  return "usage: strata-perf COLL [flags]\n"
+         "  COLL: all_reduce all_gather reduce_scatter all_to_all broadcast reduce sendrecv\n"
+         "  -b SIZE  minimum bytes (K/M/G suffixes)     -e SIZE  maximum bytes\n"
+         "  -f F     multiply size by F each step         -i SIZE  add SIZE each step instead\n"
+         "  -n N     timed iterations (20)                -w N     warm-up iterations (5)\n"
+         "  -c 0|1   check results (1)                    -z 0|1   wait after each op (0)\n"
+         "  -d TYPE  f32 f64 f16 bf16 i8 u8 i32 i64 all   -o OP    sum prod min max avg all\n"
+         "  -r ROOT  root of broadcast/reduce (0)\n"
+         "  --compare mpi   also time Open MPI's collective on the same buffers (needs mpirun)\n"
+         "  --json FILE     write every row as JSON      --plot FILE.svg  busbw against size\n";
+}
+
+std::optional<Options> parse(int argc, char** argv, std::string& error) {
+  Options o;
+  if (argc < 2) {
+    error = "missing collective";
+    return std::nullopt;
+  }
+  bool found = false;
+  for (auto& [name, v] : kColls) {
+    if (std::strcmp(argv[1], name) == 0) o.coll = v, found = true;
+  }
+  if (!found) {
+    error = std::string("unknown collective '") + argv[1] + "'";
+    return std::nullopt;
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      error = flag + ": missing value";
+      return std::nullopt;
+    }
+    std::string v = argv[++i];
+    auto bad = [&](const char* what) {
+      error = flag + ": '" + v + "' is not " + what;
+      return std::nullopt;
+    };
+    int x = 0;
+    if (flag == "-b" || flag == "-e" || flag == "-i") {
+      auto s = parse_size(v);
+      if (!s) return bad("a size (e.g. 8, 64K, 1M, 2G)");
+      (flag == "-b" ? o.min_bytes : flag == "-e" ? o.max_bytes : o.step_bytes) = *s;
+      if (flag == "-i") o.factor = 0;
+    } else if (flag == "-f") {
+      char* end = nullptr;
+      o.factor = std::strtod(v.c_str(), &end);
+      if (*end || o.factor <= 1) return bad("a factor > 1");
+      o.step_bytes = 0;
+    } else if (flag == "-n" || flag == "-w" || flag == "-r" || flag == "-c" || flag == "-z") {
+      if (!parse_int(v, x)) return bad("a non-negative integer");
+      if (flag == "-n") o.iters = std::max(1, x);
+      if (flag == "-w") o.warmup = x;
+      if (flag == "-r") o.root = x;
+      if (flag == "-c") o.check = x != 0;
+      if (flag == "-z") o.blocking = x != 0;
+    } else if (flag == "-d") {
+      o.dtypes.clear();
+      for (auto t : kTypes) {
+        if (v == "all" || v == strata::dtype_name(t)) o.dtypes.push_back(t);
+      }
+      if (o.dtypes.empty()) return bad("a dtype (f32 f64 f16 bf16 i8 u8 i32 i64 all)");
+    } else if (flag == "-o") {
+      o.ops.clear();
+      for (auto op : kOps) {
+        if (v == "all" || v == strata::op_name(op)) o.ops.push_back(op);
+      }
+      if (o.ops.empty()) return bad("an op (sum prod min max avg all)");
+    } else if (flag == "--compare") {
+      if (v != "mpi") return bad("a peer to compare with (mpi)");
+      o.compare_mpi = true;
+    } else if (flag == "--json") {
+      o.json = v;
+    } else if (flag == "--plot") {
+      o.plot = v;
+    } else {
+      error = "unknown flag '" + flag + "'";
+      return std::nullopt;
+    }
+  }
+  if (o.min_bytes > o.max_bytes) {
+    error = "-b is larger than -e";
+    return std::nullopt;
+  }
+  if (!has_op(o.coll)) o.ops = {strata::ReduceOp::sum};  // one pass, redop column "none"
+  return o;
+}
+
+}  // namespace perf

@@ -1,0 +1,213 @@
+// strata-perf: the cluster bandwidth benchmark, in the manner of nccl-tests. Sweeps message sizes
+// for one collective, prints time, algorithm and bus bandwidth out-of-place and in-place, checks
+// every result element by element, and (with --compare mpi) runs Open MPI's collective on the
+// same buffers in the same run.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "perf_case.hpp"
+#include "perf_mpi.hpp"
+#include "perf_options.hpp"
+#include "perf_plot.hpp"
+#include "perf_table.hpp"
+#include "strata/strata.hpp"
+
+using namespace perf;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Payload bandwidth of memcpy on 64 MiB buffers with `threads` threads copying at once: the
+// ceiling for intra-node figures.
+double memcpy_gbps(int threads) {
+  const size_t bytes = size_t(64) << 20;
+  std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)), dst(threads, std::vector<char>(bytes, 0));
+  auto run = [&](int t) {
+    for (int i = 0; i < 5; ++i) std::memcpy(dst[t].data(), src[t].data(), bytes);
+  };
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) ts.emplace_back(run, t);
+  for (auto& t : ts) t.join();
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return 5.0 * threads * double(bytes) / s / 1e9;
+}
+
+double max_over_ranks(strata::Communicator& c, double v) {
+  std::vector<double> x = {v};
+  c.all_reduce(strata::buffer(x), strata::ReduceOp::max).wait();
+  return x[0];
+}
+
+long sum_over_ranks(strata::Communicator& c, long v) {
+  std::vector<int64_t> x = {v};
+  c.all_reduce(strata::buffer(x), strata::ReduceOp::sum).wait();
+  return long(x[0]);
+}
+
+// Average microseconds per call (max over ranks) of `iters` calls after `warmup`.
+double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in,
+                   strata::Buffer out, const Options& o) {
+  for (int i = 0; i < o.warmup; ++i) c.issue(comm, in, out).wait();
+  comm.barrier().wait();
+  auto t0 = Clock::now();
+  strata::Work last;
+  for (int i = 0; i < o.iters; ++i) {
+    last = c.issue(comm, in, out);
+    if (o.blocking) last.wait();
+  }
+  last.wait();  // operations on one communicator complete in issue order
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
+  return max_over_ranks(comm, us);
+}
+
+Measure run_placement(strata::Communicator& comm, Case c, std::vector<uint8_t>& a,
+                      std::vector<uint8_t>& b, const Options& o) {
+  if (!c.supported()) return Measure{false};
+  strata::Buffer in = c.input(a, b), out = c.output(a, b);
+  Measure m = measure(c.coll, c.n, c.bytes(), time_strata(comm, c, in, out, o));
+  if (o.check) {
+    c.fill_input(in);
+    c.issue(comm, in, out).wait();
+    m.wrong = sum_over_ranks(comm, c.count_wrong(out));
+  }
+  return m;
+}
+
+void write_json(const std::string& path, const Options& o, int n, const std::vector<Row>& rows) {
+  std::ofstream f(path);
+  f << "{\"collective\": \"" << coll_name(o.coll) << "\", \"ranks\": " << n << ", \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    auto m = [](const Measure& x) {
+      if (!x.available) return std::string("null");
+      return "{\"time_us\": " + std::to_string(x.time_us) + ", \"algbw\": " + std::to_string(x.algbw) +
+             ", \"busbw\": " + std::to_string(x.busbw) +
+             ", \"wrong\": " + (x.wrong ? std::to_string(*x.wrong) : "null") + "}";
+    };
+    f << "  {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
+      << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
+      << ", \"out_of_place\": " << m(r.out_of_place) << ", \"in_place\": " << m(r.in_place)
+      << ", \"mpi_busbw\": " << (r.mpi_busbw ? std::to_string(*r.mpi_busbw) : "null") << "}"
+      << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  f << "]}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
+    std::printf("%s", usage().c_str());
+    return 0;
+  }
+  std::string error;
+  auto parsed = parse(argc, argv, error);
+  if (!parsed) {
+    std::fprintf(stderr, "strata-perf: %s\n%s", error.c_str(), usage().c_str());
+    return 2;
+  }
+  const Options o = *parsed;
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  if (o.compare_mpi && !under_mpirun) {
+    std::fprintf(stderr, "strata-perf: --compare mpi needs the job to be started by mpirun\n");
+    return 2;
+  }
+  // MPI must be initialised before Strata's bootstrap, which otherwise initialises and
+  // finalises it itself.
+  if (o.compare_mpi) MPI_Init(&argc, &argv);
+  int rc = 0;
+  try {
+    auto comm = strata::Communicator::from_env();
+    const int n = comm.size(), rank = comm.rank();
+    if (has_root(o.coll) && o.root >= n) {
+      if (rank == 0) std::fprintf(stderr, "strata-perf: -r %d is not a rank (world size %d)\n", o.root, n);
+      throw 2;
+    }
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    std::vector<std::string> lines(n);
+    if (rank == 0) {
+      std::printf("# strata-perf %s: nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s%g warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n#\n",
+                  coll_name(o.coll), o.min_bytes, o.max_bytes, o.factor > 0 ? "" : "+",
+                  o.factor > 0 ? o.factor : double(o.step_bytes), o.warmup, o.iters, int(o.check));
+      std::printf("# Using devices\n");
+    }
+    for (int r = 0; r < n; ++r) {
+      comm.barrier().wait();
+      if (r == rank) {
+        std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [host] cpu\n", rank, int(getpid()), host);
+        std::fflush(stdout);
+      }
+    }
+    comm.barrier().wait();
+    if (rank == 0) {
+      std::printf("# memcpy reference: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n",
+                  memcpy_gbps(1), memcpy_gbps(2));
+    }
+    comm.barrier().wait();
+    std::vector<uint8_t> a(o.max_bytes + 64), b(o.max_bytes + 64);
+    std::vector<Row> rows;
+    if (rank == 0) std::printf("%s", header(o.compare_mpi).c_str());
+    for (auto dt : o.dtypes) {
+      for (auto op : o.ops) {
+        for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+             bytes = o.factor > 0 ? size_t(double(bytes) * o.factor) : bytes + o.step_bytes) {
+          Case c{o.coll, dt, op, has_root(o.coll) ? o.root : -1, bytes / strata::dtype_size(dt), false, rank, n};
+          if (o.coll == Coll::all_gather || o.coll == Coll::reduce_scatter || o.coll == Coll::all_to_all) {
+            c.count -= c.count % n;  // whole blocks per rank
+          }
+          if (c.count == 0) {
+            if (bytes == 0 && o.step_bytes == 0 && o.factor > 0) break;
+            continue;
+          }
+          Row row;
+          row.bytes = c.bytes();
+          row.count = c.count;
+          row.type = nccl_type_name(dt);
+          row.redop = has_op(o.coll) ? strata::op_name(op).data() : "none";
+          row.root = c.root;
+          row.out_of_place = run_placement(comm, c, a, b, o);
+          c.in_place = true;
+          row.in_place = run_placement(comm, c, a, b, o);
+          if (o.compare_mpi) {
+            c.in_place = false;
+            auto us = time_mpi(c, c.input(a, b), c.output(a, b), o.warmup, o.iters);
+            if (us) row.mpi_busbw = measure(c.coll, n, c.bytes(), *us).busbw;
+          }
+          if (rank == 0) {
+            std::printf("%s", format_row(row, o.compare_mpi).c_str());
+            std::fflush(stdout);
+          }
+          rows.push_back(row);
+          if (bytes == 0) break;
+        }
+      }
+    }
+    if (rank == 0) {
+      std::printf("%s", footer(rows).c_str());
+      if (!o.json.empty()) write_json(o.json, o, n, rows);
+      if (!o.plot.empty()) {
+        std::string title = std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";
+        if (!write_plot(o.plot, title, rows)) std::fprintf(stderr, "strata-perf: cannot write %s\n", o.plot.c_str());
+      }
+    }
+    for (const auto& r : rows) {
+      if (r.out_of_place.wrong.value_or(0) || r.in_place.wrong.value_or(0)) rc = 1;
+    }
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "strata-perf: %s\n", e.what());
+    rc = 1;
+  } catch (int code) {
+    rc = code;
+  }
+  if (o.compare_mpi) MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,23 @@
+// How long a waiting thread busy-polls before it sleeps. Waking a sleeping thread costs about
+// 250 us on the VMs measured (a halted virtual CPU must be woken), far longer than most waits
+// inside a collective, so:
+//  - a caller blocked in Work::wait(), whose core has nothing else to do, polls for up to
+//    STRATA_SPIN_US (default 20 ms);
+//  - the progress thread, which shares the cores with the trainer's compute, polls 50 us, unless
+//    a caller is blocked waiting on that very communicator (then its core is free: as inline);
+//  - with more ranks on the node than cores, polling only delays the peer being waited for: 2 us.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+
+namespace strata {
+
+/// Marks the calling thread as a caller driving its own wait (set by the engine around drive()).
+void set_inline_caller(bool inline_caller);
+/// For the progress thread: the count of callers blocked on its communicator.
+void set_blocked_callers(const std::atomic<int>* count);
+/// The poll budget for the calling thread.
+std::chrono::microseconds spin_budget(bool oversubscribed);
+
+}  // namespace strata
