@@ -39,6 +39,12 @@ void ring_all_gather(P2P& p, void* buf, const Blocks& b, size_t esize);
 void ring_all_gather(P2P& p, void* buf, const EqualBlocks& b, size_t esize);
 // ring_all_reduce.cpp
 void ring_all_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt, ReduceOp op);
+// recursive_doubling.cpp
+void recursive_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt,
+                                   ReduceOp op);
+// halving_doubling.cpp
+void halving_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt,
+                                 ReduceOp op);
 // pairwise_all_to_all.cpp
 void pairwise_all_to_allv(P2P& p, const void* in, const size_t* send_counts,
                           const size_t* send_displs, void* out, const size_t* recv_counts,

@@ -18,7 +18,8 @@ constexpr Collective kAll[] = {Collective::all_reduce, Collective::reduce_scatte
                                Collective::broadcast, Collective::reduce};
 
 bool parse_algo(std::string_view s, Algo& out) {
-  for (Algo a : {Algo::ring, Algo::shm, Algo::pairwise, Algo::binomial}) {
+  for (Algo a : {Algo::ring, Algo::shm, Algo::pairwise, Algo::binomial, Algo::recursive_doubling,
+                 Algo::halving_doubling}) {
     if (algo_name(a) == s) {
       out = a;
       return true;
@@ -41,7 +42,8 @@ const std::map<Collective, Algo>& forced() {
       if (!parse_algo(name, a)) {
         throw Error(ErrorCode::invalid_argument, {.op = "config"},
                     "STRATA_ALGO: unknown algorithm '" + name +
-                        "' (known: ring, shm, pairwise, binomial)");
+                        "' (known: shm, ring, recursive_doubling, halving_doubling, "
+                        "pairwise, binomial)");
       }
       bool matched = false;
       for (Collective c : kAll) {
@@ -67,11 +69,21 @@ bool can_run(Algo a, Collective c, bool shm) {
                             c == Collective::all_gather;
     case Algo::pairwise: return c == Collective::all_to_all;
     case Algo::binomial: return c == Collective::broadcast || c == Collective::reduce;
+    case Algo::recursive_doubling:
+    case Algo::halving_doubling: return c == Collective::all_reduce;
   }
   return false;
 }
 
-Algo network_default(Collective c) {
+// Over the network: latency-bound sizes take the fewest steps (recursive doubling, log2 n), the
+// middle range halving-doubling (tree latency, ring bandwidth), large messages the ring, whose
+// steps each move only B/n and pipeline through every link.
+Algo network_default(Collective c, size_t bytes, int n) {
+  if (c == Collective::all_reduce && n > 2) {
+    if (bytes <= 16 * 1024) return Algo::recursive_doubling;
+    if (bytes <= 1024 * 1024) return Algo::halving_doubling;
+  }
+  if (c == Collective::all_reduce && n == 2 && bytes <= 16 * 1024) return Algo::recursive_doubling;
   switch (c) {
     case Collective::all_to_all: return Algo::pairwise;
     case Collective::broadcast:
@@ -112,6 +124,8 @@ std::string_view algo_name(Algo a) {
     case Algo::shm: return "shm";
     case Algo::pairwise: return "pairwise";
     case Algo::binomial: return "binomial";
+    case Algo::recursive_doubling: return "recursive_doubling";
+    case Algo::halving_doubling: return "halving_doubling";
   }
   return "?";
 }
@@ -129,7 +143,7 @@ Algo choose(Collective c, size_t bytes, int n, bool shm) {
     return it->second;
   }
   // One node: the shared segment beats the network path at every size (one copy in, one out).
-  Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm : network_default(c);
+  Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm : network_default(c, bytes, n);
   log_once(c, bytes, n, a, false);
   return a;
 }

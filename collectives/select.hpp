@@ -9,7 +9,7 @@
 namespace strata::coll {
 
 enum class Collective { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce };
-enum class Algo { ring, shm, pairwise, binomial };
+enum class Algo { ring, shm, pairwise, binomial, recursive_doubling, halving_doubling };
 
 std::string_view collective_name(Collective c);
 std::string_view algo_name(Algo a);

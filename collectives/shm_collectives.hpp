@@ -13,6 +13,9 @@
 
 namespace strata::coll {
 
+/// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
+constexpr size_t kShmSmallBytes = 16 * 1024;
+
 struct ShmContext {
   shm::Segment& seg;
   Clock::time_point deadline;

@@ -58,10 +58,17 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
   return c.collective("all_reduce", -1, in.bytes(), [=](Exec& e) {
     if (in.count == 0) return;
-    if (algo == coll::Algo::shm) {
-      coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
-    } else {
-      coll::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+    switch (algo) {
+      case coll::Algo::shm:
+        coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
+        break;
+      case coll::Algo::recursive_doubling:
+        coll::recursive_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+        break;
+      case coll::Algo::halving_doubling:
+        coll::halving_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+        break;
+      default: coll::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
     }
   });
 }

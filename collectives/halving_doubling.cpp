@@ -1,0 +1,76 @@
+// Recursive halving-doubling all-reduce (Rabenseifner), for medium messages.
+//
+// Schedule: the same fold as recursive doubling brings the ranks to p = 2^k active ones. Then a
+// reduce-scatter by recursive halving (partners at distance p/2, p/4, ..., 1 swap half of their
+// current range and reduce the half they keep) leaves active rank v owning block v, and an
+// all-gather by recursive doubling (distance 1, 2, ..., p/2) spreads the blocks back.
+// Cost: 2 log2 p alpha + 2 (p-1)/p B beta + (p-1)/p B gamma: latency of a tree, bandwidth of a
+// ring. Each block is reduced on one rank in a fixed order, so all ranks end bit-identical.
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/reduce_kernels.hpp"
+
+namespace strata::coll {
+
+void halving_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt,
+                                 ReduceOp op) {
+  const int n = p.size(), r = p.rank();
+  const size_t es = dtype_size(dt), bytes = count * es;
+  if (out != in) std::memcpy(out, in, bytes);
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int rem = n - pow2;
+  auto* data = static_cast<uint8_t*>(out);
+  auto* tmp = static_cast<uint8_t*>(p.scratch(bytes, 0));
+  int v = r - rem;  // active rank, or -1 for ranks folded away
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      Request s = p.isend(r + 1, data, bytes, 0);
+      p.wait({&s, 1});
+      v = -1;
+    } else {
+      Request q = p.irecv(r - 1, tmp, bytes, 0);
+      p.wait({&q, 1});
+      reduce(data, tmp, data, count, dt, op);
+      v = r / 2;
+    }
+  }
+  if (v >= 0) {
+    auto real = [&](int a) { return a < rem ? 2 * a + 1 : a + rem; };
+    const Blocks b{count, pow2};
+    auto off = [&](int block) { return b.offset(block) * es; };
+    int lo = 0, len = pow2;
+    uint32_t step = 1;
+    for (int mask = pow2 / 2; mask >= 1; mask /= 2, ++step) {  // reduce-scatter by halving
+      const int partner = real(v ^ mask), half = len / 2;
+      const int keep = (v & mask) ? lo + half : lo, give = (v & mask) ? lo : lo + half;
+      const size_t keep_bytes = off(keep + half) - off(keep);
+      sendrecv(p, partner, data + off(give), off(give + half) - off(give), partner, tmp,
+               keep_bytes, step);
+      uint8_t* mine = data + off(keep);
+      const size_t elems = keep_bytes / es;
+      if (partner < r) reduce(mine, tmp, mine, elems, dt, op);
+      else reduce(mine, mine, tmp, elems, dt, op);
+      lo = keep, len = half;
+    }
+    if (op == ReduceOp::avg) divide_by(data + off(v), b.count(v), dt, n);
+    for (int mask = 1; mask < pow2; mask *= 2, ++step) {  // all-gather by doubling
+      const int partner = real(v ^ mask), plo = lo ^ mask;
+      sendrecv(p, partner, data + off(lo), off(lo + len) - off(lo), partner, data + off(plo),
+               off(plo + len) - off(plo), step);
+      lo = std::min(lo, plo), len *= 2;
+    }
+  }
+  if (r < 2 * rem) {
+    if (r % 2 == 1) {
+      Request s = p.isend(r - 1, data, bytes, 100);
+      p.wait({&s, 1});
+    } else {
+      Request q = p.irecv(r + 1, data, bytes, 100);
+      p.wait({&q, 1});
+    }
+  }
+}
+
+}  // namespace strata::coll
