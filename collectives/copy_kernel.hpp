@@ -10,4 +10,9 @@ namespace strata::coll {
 /// Copies `bytes` from `src` to `dst` (no overlap).
 void copy(void* dst, const void* src, size_t bytes);
 
+/// Like copy(), but writes `dst` with streaming (non-temporal) stores: for final results in the
+/// caller's buffer, which nothing reads soon. Skips the read-for-ownership of each destination
+/// line, so a DRAM-bound copy moves a third less traffic. Ordered before return (sfence).
+void copy_streaming(void* dst, const void* src, size_t bytes);
+
 }  // namespace strata::coll

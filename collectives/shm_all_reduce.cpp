@@ -50,6 +50,8 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
   const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / es / (64 * n) * (64 * n), n);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
+  // Results of a message larger than the caches go to the caller's buffer with streaming stores.
+  auto put = count * es >= kStreamingBytes ? copy_streaming : copy;
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
@@ -59,25 +61,24 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
     uint8_t* mine = s.buffer(r, seq);
     copy(mine, src + off * es, k * es);
     publish(s, &SlotHeader::written, seq + 1);
-    // 2. Reduce my sub-block across all slots, in rank order, straight into my output.
+    // 2. Fold every peer's copy of my sub-block into mine, in place in my slot (only I touch
+    //    that part of it), publish it for the peers, then write it out. Only this rank computes
+    //    this sub-block, so every rank ends with the same bits.
     wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
     const size_t o = sub.offset(r) * es, len = sub.count(r);
-    uint8_t* res = dst + off * es + o;
-    if (n == 1) {
-      copy(res, mine + o, len * es);
-    } else {
-      reduce(res, s.buffer(0, seq) + o, s.buffer(1, seq) + o, len, dt, op);
-      for (int j = 2; j < n; ++j) reduce(res, res, s.buffer(j, seq) + o, len, dt, op);
+    uint8_t* res = mine + o;
+    for (int j = 0; j < n; ++j) {
+      if (j != r) reduce(res, res, s.buffer(j, seq) + o, len, dt, op);
     }
     if (op == ReduceOp::avg) divide_by(res, len, dt, n);
-    copy(mine + o, res, len * es);  // publish the result where peers will read it
     publish(s, &SlotHeader::reduced, seq + 1);
+    put(dst + off * es + o, res, len * es);
     // 3. Collect everyone else's reduced sub-block.
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_for(s, j, &SlotHeader::reduced, seq + 1, c.deadline, c.where);
       const size_t oj = sub.offset(j) * es;
-      copy(dst + off * es + oj, s.buffer(j, seq) + oj, sub.count(j) * es);
+      put(dst + off * es + oj, s.buffer(j, seq) + oj, sub.count(j) * es);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   }

@@ -27,17 +27,18 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   const size_t per_chunk = s.chunk_bytes();
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
+  auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_free(c, seq);
     copy(s.buffer(r, seq), src + off, k);
     publish(s, &SlotHeader::written, seq + 1);
-    if (dst + r * bytes != src) copy(dst + r * bytes + off, src + off, k);
+    if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
-      copy(dst + j * bytes + off, s.buffer(j, seq), k);
+      put(dst + j * bytes + off, s.buffer(j, seq), k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   }
@@ -49,6 +50,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
   const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / n / 64 * 64, 1);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
+  auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
@@ -58,11 +60,11 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
       if (j != r) copy(mine + j * k, src + j * bytes + off, k);
     }
     publish(s, &SlotHeader::written, seq + 1);
-    copy(dst + r * bytes + off, src + r * bytes + off, k);
+    put(dst + r * bytes + off, src + r * bytes + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
-      copy(dst + j * bytes + off, s.buffer(j, seq) + r * k, k);
+      put(dst + j * bytes + off, s.buffer(j, seq) + r * k, k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   }

@@ -1,5 +1,5 @@
 // Shared-memory reduce-scatter: per chunk, each rank stages its slice of every block; rank r then
-// reduces the slices of block r from every slot, in rank order, into its output.
+// folds the other slots' slices of block r into its own, then writes the result out.
 #include <algorithm>
 #include <cstring>
 
@@ -21,6 +21,7 @@ void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, D
   const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / es / n / 16 * 16, 1);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
+  auto put = count * es >= kStreamingBytes ? copy_streaming : copy;
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
@@ -29,16 +30,16 @@ void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, D
     for (int j = 0; j < n; ++j) copy(mine + j * k * es, src + (j * count + off) * es, k * es);
     publish(s, &SlotHeader::written, seq + 1);
     wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
-    uint8_t* res = dst + off * es;
+    // Fold the peers' slices of block r into mine, in my own slot (only I read that slice),
+    // then write the result out.
     const size_t o = r * k * es;
-    if (n == 1) {
-      copy(res, mine + o, k * es);
-    } else {
-      reduce(res, s.buffer(0, seq) + o, s.buffer(1, seq) + o, k, dt, op);
-      for (int j = 2; j < n; ++j) reduce(res, res, s.buffer(j, seq) + o, k, dt, op);
+    uint8_t* res = mine + o;
+    for (int j = 0; j < n; ++j) {
+      if (j != r) reduce(res, res, s.buffer(j, seq) + o, k, dt, op);
     }
     if (op == ReduceOp::avg) divide_by(res, k, dt, n);
     publish(s, &SlotHeader::consumed, seq + 1);
+    put(dst + off * es, res, k * es);
   }
 }
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Produces the tables behind benchmarks/RESULTS.md: strata-perf with --compare mpi for each
+# collective, world size and Open MPI configuration (Debian's Open MPI disables its UCX path by
+# default, so its three plausible "best" configurations are all measured).
+# Usage: benchmarks/compare_mpi.sh [outdir]   (after scripts/build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-benchmarks/results}
+mkdir -p "$out"
+declare -A mpi_cfg=(
+  [default]=""
+  [vader]="--mca pml ob1 --mca btl self,vader"
+  [ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
+)
+for np in 2 4; do
+  for coll in all_reduce reduce_scatter all_gather all_to_all; do
+    for cfg in default vader ucx; do
+      f="$out/${coll}_np${np}_${cfg}.txt"
+      echo "== $f"
+      # shellcheck disable=SC2086
+      mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" ${mpi_cfg[$cfg]} \
+        build/bin/strata-perf "$coll" -b 64K -e 256M -f 4 -n 5 -w 2 --compare mpi \
+        --json "${f%.txt}.json" --plot "${f%.txt}.svg" > "$f" 2>&1 || echo "failed: $f"
+    done
+  done
+  # Small-message latency: 8-byte all-reduce, many iterations, blocking.
+  for cfg in default vader ucx; do
+    f="$out/latency_np${np}_${cfg}.txt"
+    # shellcheck disable=SC2086
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" ${mpi_cfg[$cfg]} \
+      build/bin/strata-perf all_reduce -b 8 -e 8 -n 2000 -w 200 -z 1 --compare mpi > "$f" 2>&1 || echo "failed: $f"
+  done
+done
