@@ -1,168 +1,342 @@
-// The store client: one blocking socket, one request at a time under a mutex, every wait bounded
-// by poll(). A request whose reply did not arrive in time leaves the stream out of step (the reply
-// may still come), so the connection is dropped and the next call reconnects.
+// The store client: one non-blocking socket, one request at a time under a mutex, every wait
+// bounded by poll() and a deadline.
+//
+// Timeouts and failures: when a GET or WAIT times out, the request stays parked on the server
+// and its reply may still arrive later, where it would be taken for the answer to the next
+// request. So after a timeout (or any failure that leaves the stream in an unknown state) the
+// client closes its socket, and the next call opens a new connection and says HELLO again; the
+// server forgets the parked request when it sees the close. Reconnecting lazily, not inside the
+// failing call, keeps the timeout prompt even when the server is gone. An ERROR reply (ADD on a
+// non-counter) leaves the stream in step, so the connection is kept.
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
-#include "store/socket_util.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 
 namespace strata {
+namespace store {
+namespace {
 
+using std::chrono::milliseconds;
+
+// SET and ADD are answered at once; this only bounds a wedged server or a dead network.
+constexpr milliseconds kPromptReply{120000};
+// The handshake may use the rest of the connect budget, but gets at least this much.
+constexpr milliseconds kHandshakeAtLeast{5000};
+// Longer timeouts are treated as "forever" (and cannot overflow a time_point).
+constexpr milliseconds kForever{std::chrono::hours(24 * 365)};
+
+ErrorContext at(const char* op) {
+  ErrorContext c;
+  c.op = op;
+  return c;
+}
+
+std::string ms(milliseconds t) { return std::to_string(t.count()) + " ms"; }
+
+/// A key as it appears in an error message: quoted, non-printable bytes escaped, long keys cut.
+std::string quote(const std::string& key) {
+  std::string s = "'";
+  for (size_t i = 0; i < key.size() && i < 200; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(key[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      s += char(ch);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", ch);
+      s += hex;
+    }
+  }
+  return s + (key.size() > 200 ? "...'" : "'");
+}
+
+std::string quote(const std::vector<std::string>& keys) {
+  std::string s;
+  for (size_t i = 0; i < keys.size() && i < 8; ++i) s += (i ? ", " : "") + quote(keys[i]);
+  if (keys.size() > 8) s += " and " + std::to_string(keys.size() - 8) + " more";
+  return s;
+}
+
+Clock::time_point deadline_after(milliseconds t) {
+  return Clock::now() + std::clamp(t, milliseconds(0), kForever);
+}
+
+/// poll() on one fd until `deadline`; returns its revents, 0 when the deadline passed.
+short wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return 0;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, int(std::min<int64_t>(left, 60000)));
+    if (n > 0) return p.revents;
+    if (n < 0 && errno != EINTR) return POLLERR;
+  }
+}
+
+enum class Io { done, timeout, closed, failed };
+
+}  // namespace
+}  // namespace store
+
+using std::chrono::milliseconds;
+using store::Io;
 using store::Message;
 using store::Type;
 
 class TcpStore::Impl {
  public:
-  explicit Impl(const TcpStoreOptions& o) : options_(o) {
-    std::lock_guard<std::mutex> l(mu_);
-    connect_locked();
+  explicit Impl(const TcpStoreOptions& o)
+      : options_(o), server_(o.host + ":" + std::to_string(o.port)) {
+    Message hello;
+    hello.type = Type::hello;
+    hello.value.assign(o.token.begin(), o.token.end());
+    if (auto p = store::request_problem(hello); !p.empty()) {
+      throw Error(ErrorCode::invalid_argument, store::at("store.connect"), p);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    connect_locked("store.connect");
   }
-  ~Impl() {
-    if (fd_ >= 0) ::close(fd_);
-  }
+  ~Impl() { disconnect(); }
 
-  /// Sends `m` and returns the reply, or throws; `timeout` bounds the whole exchange.
-  Message call(const Message& m, std::chrono::milliseconds timeout, const std::string& what);
+  /// Sends `request` and returns the reply of type `expected`, or throws. `timeout` bounds the
+  /// exchange (not a reconnection); `what` completes "... within N ms" in a timeout error.
+  Message call(const char* op, const Message& request, Type expected, milliseconds timeout,
+               const std::string& what);
 
  private:
-  [[noreturn]] void fail(ErrorCode code, const std::string& op, const std::string& why);
-  void connect_locked();
-  void send_all(const std::vector<uint8_t>& f, Clock::time_point until, const std::string& op);
-  void recv_exact(uint8_t* p, size_t n, Clock::time_point until, const std::string& op);
-  Message exchange(const Message& m, Clock::time_point until, const std::string& op);
+  void connect_locked(const char* op);
+  int try_connect(const sockaddr_in& a, Clock::time_point deadline, std::string& why);
+  void disconnect();
+  Io exchange(const Message& request, Clock::time_point deadline, Message& reply, std::string& why);
+  Io send_all(const uint8_t* p, size_t n, Clock::time_point deadline);
+  Io recv_exact(uint8_t* p, size_t n, Clock::time_point deadline);
+  [[noreturn]] void fail(const char* op, Io io, const std::string& why);
 
-  TcpStoreOptions options_;
+  const TcpStoreOptions options_;
+  const std::string server_;  // "host:port" as configured, for messages
   std::mutex mu_;
-  int fd_ = -1;
+  int fd_ = -1;  // -1: the next call connects
+  int errno_ = 0;
 };
 
-void TcpStore::Impl::fail(ErrorCode code, const std::string& op, const std::string& why) {
+void TcpStore::Impl::disconnect() {
   if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;  // out of step or dead: reconnect on the next call
-  throw Error(code, {.op = op},
-              why + " (store at " + options_.host + ":" + std::to_string(options_.port) + ")");
+  fd_ = -1;
 }
 
-void TcpStore::Impl::connect_locked() {
-  const auto until = Clock::now() + options_.connect_timeout;
-  sockaddr_in a = store::resolve(options_.host, options_.port, "store.connect");
-  int last_errno = 0;
-  while (fd_ < 0) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      fd_ = fd;
-      break;
-    }
-    last_errno = errno;
-    ::close(fd);
-    if (Clock::now() >= until) {
-      throw Error(ErrorCode::timeout, {.op = "store.connect"},
-                  "cannot reach the store at " + store::describe(a) + " within " +
-                      std::to_string(options_.connect_timeout.count()) + " ms: " +
-                      std::strerror(last_errno));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 may not be up yet
+int TcpStore::Impl::try_connect(const sockaddr_in& a, Clock::time_point deadline,
+                                std::string& why) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = std::string("socket: ") + std::strerror(errno);
+    return -1;
   }
+  // Non-blocking, so an unreachable host cannot hold us past the deadline.
+  int err = 0;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      const short ev = store::wait_for(fd, POLLOUT, deadline);
+      socklen_t len = sizeof err;
+      if (ev == 0) {
+        err = ETIMEDOUT;
+      } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+  }
+  if (err != 0) {
+    why = std::strerror(err);
+    ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // requests are small
+  return fd;
+}
+
+void TcpStore::Impl::connect_locked(const char* op) {
+  const auto deadline = store::deadline_after(options_.connect_timeout);
+  auto backoff = milliseconds(10);
+  std::string why;
+  // The server may not be up yet (or its name not yet resolvable): retry until the deadline.
+  while (fd_ < 0) {
+    sockaddr_in a{};
+    std::string resolve_why;
+    if (!store::resolve_ipv4(options_.host, options_.port, /*passive=*/false, a, resolve_why)) {
+      why = "cannot resolve '" + options_.host + "': " + resolve_why;
+    } else {
+      fd_ = try_connect(a, deadline, why);
+      if (fd_ >= 0) break;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      throw Error(ErrorCode::timeout, store::at(op),
+                  "cannot reach the store at " + server_ + " within " +
+                      store::ms(options_.connect_timeout) + ": " + why);
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, milliseconds(500));
+  }
+
   Message hello;
   hello.type = Type::hello;
   hello.value.assign(options_.token.begin(), options_.token.end());
-  Message r = exchange(hello, until + std::chrono::seconds(10), "store.connect");
-  if (r.type != Type::ok) fail(ErrorCode::peer_failure, "store.connect", "handshake refused");
+  Message reply;
+  const auto hs_deadline = std::max(deadline, Clock::now() + store::kHandshakeAtLeast);
+  const Io io = exchange(hello, hs_deadline, reply, why);
+  if (io == Io::done && reply.type == Type::ok) return;
+  disconnect();
+  if (io == Io::done && reply.type == Type::error) {
+    throw Error(ErrorCode::peer_failure, store::at(op),
+                "the store at " + server_ +
+                    " refused this client: " + std::string(reply.value.begin(), reply.value.end()));
+  }
+  if (io == Io::closed) {
+    throw Error(ErrorCode::peer_failure, store::at(op),
+                "the store at " + server_ +
+                    " closed the connection during the handshake (wrong job token, protocol "
+                    "version mismatch or too many connections; see the server's log)");
+  }
+  if (io == Io::timeout) {
+    throw Error(ErrorCode::timeout, store::at(op),
+                "no handshake reply from " + server_ + " (is it a Strata store?)");
+  }
+  if (io == Io::done) why = "unexpected " + store::type_name(reply.type) + " reply to HELLO";
+  fail(op, Io::failed, why);
 }
 
-void TcpStore::Impl::send_all(const std::vector<uint8_t>& f, Clock::time_point until,
-                              const std::string& op) {
-  size_t done = 0;
-  while (done < f.size()) {
-    ssize_t n = ::send(fd_, f.data() + done, f.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += size_t(n);
+void TcpStore::Impl::fail(const char* op, Io io, const std::string& why) {
+  disconnect();
+  if (io == Io::closed) {
+    throw Error(ErrorCode::peer_failure, store::at(op),
+                "the store at " + server_ + " closed the connection");
+  }
+  // A reset or broken pipe is the peer's doing; anything else is our socket's.
+  const bool peer = errno_ == ECONNRESET || errno_ == EPIPE || errno_ == 0;
+  throw Error(peer ? ErrorCode::peer_failure : ErrorCode::transport, store::at(op),
+              "connection to the store at " + server_ + " failed: " + why);
+}
+
+Io TcpStore::Impl::send_all(const uint8_t* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (k > 0) {
+      p += k;
+      n -= size_t(k);
       continue;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      fail(ErrorCode::peer_failure, op, std::string("send failed: ") + std::strerror(errno));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      errno_ = errno;
+      return errno_ == EPIPE || errno_ == ECONNRESET ? Io::closed : Io::failed;
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (left.count() <= 0) fail(ErrorCode::timeout, op, "timed out sending the request");
-    pollfd p{fd_, POLLOUT, 0};
-    ::poll(&p, 1, int(std::min<int64_t>(left.count(), 1000)));
+    if (store::wait_for(fd_, POLLOUT, deadline) == 0) return Io::timeout;
   }
+  return Io::done;
 }
 
-void TcpStore::Impl::recv_exact(uint8_t* p, size_t n, Clock::time_point until,
-                                const std::string& op) {
-  size_t done = 0;
-  while (done < n) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (left.count() <= 0) fail(ErrorCode::timeout, op, "timed out");
-    pollfd pf{fd_, POLLIN, 0};
-    if (::poll(&pf, 1, int(std::min<int64_t>(left.count() + 1, 1000))) <= 0) continue;
-    ssize_t r = ::recv(fd_, p + done, n - done, MSG_DONTWAIT);
-    if (r == 0) fail(ErrorCode::peer_failure, op, "the store closed the connection");
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      fail(ErrorCode::peer_failure, op, std::string("receive failed: ") + std::strerror(errno));
+Io TcpStore::Impl::recv_exact(uint8_t* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const ssize_t k = ::recv(fd_, p, n, 0);
+    if (k > 0) {
+      p += k;
+      n -= size_t(k);
+      continue;
     }
-    if (r > 0) done += size_t(r);
+    if (k == 0) return Io::closed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      errno_ = errno;
+      return errno_ == ECONNRESET ? Io::closed : Io::failed;
+    }
+    if (store::wait_for(fd_, POLLIN, deadline) == 0) return Io::timeout;
   }
+  return Io::done;
 }
 
-Message TcpStore::Impl::exchange(const Message& m, Clock::time_point until, const std::string& op) {
-  send_all(store::encode(m), until, op);
+Io TcpStore::Impl::exchange(const Message& request, Clock::time_point deadline, Message& reply,
+                            std::string& why) {
+  errno_ = 0;
+  const auto frame = store::encode(request);
+  Io io = send_all(frame.data(), frame.size(), deadline);
+  if (io != Io::done) {
+    why = std::strerror(errno_);
+    return io;
+  }
   uint8_t head[store::kHeaderBytes];
-  recv_exact(head, sizeof head, until, op);
-  std::string why;
-  auto h = store::parse_header(head, why);
-  if (!h) fail(ErrorCode::peer_failure, op, "malformed reply: " + why);
-  std::vector<uint8_t> payload(h->length);
-  recv_exact(payload.data(), payload.size(), until, op);
-  auto r = store::parse_payload(*h, payload.data(), why);
-  if (!r) fail(ErrorCode::peer_failure, op, "malformed reply: " + why);
-  return *r;
-}
-
-Message TcpStore::Impl::call(const Message& m, std::chrono::milliseconds timeout,
-                             const std::string& what) {
-  std::lock_guard<std::mutex> l(mu_);
-  const std::string op = what.substr(0, what.find(' '));
-  if (fd_ < 0) connect_locked();
-  try {
-    Message r = exchange(m, Clock::now() + timeout, op);
-    if (r.type == Type::error) {
-      throw Error(ErrorCode::invalid_argument, {.op = op},
-                  std::string(r.value.begin(), r.value.end()));
-    }
-    return r;
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::timeout) throw;
-    throw Error(ErrorCode::timeout, {.op = op},
-                what + ": not available after " + std::to_string(timeout.count()) + " ms");
+  io = recv_exact(head, sizeof head, deadline);
+  if (io != Io::done) {
+    why = std::strerror(errno_);
+    return io;
   }
+  auto h = store::parse_header(head, why);
+  if (!h || store::is_request(h->type) || h->type == Type::hello) {
+    if (h) why = "a " + store::type_name(h->type) + " frame";
+    why = "malformed reply: " + why;
+    return Io::failed;
+  }
+  std::vector<uint8_t> payload(h->length);
+  io = recv_exact(payload.data(), payload.size(), deadline);
+  if (io != Io::done) {
+    why = std::strerror(errno_);
+    return io;
+  }
+  if (h->type == Type::value) {  // the common large case: no second copy
+    reply = Message{};
+    reply.type = Type::value;
+    reply.value = std::move(payload);
+    return Io::done;
+  }
+  auto m = store::parse_payload(h->type, payload.data(), payload.size(), why);
+  if (!m) {
+    why = "malformed reply: " + why;
+    return Io::failed;
+  }
+  reply = std::move(*m);
+  return Io::done;
 }
 
-namespace {
-// Requests that the server answers at once still get a bound, generous enough for a busy server.
-constexpr std::chrono::milliseconds kPromptReply{120000};
-
-std::string quoted(const std::vector<std::string>& keys) {
-  std::string s;
-  for (size_t i = 0; i < keys.size() && i < 4; ++i) s += (i ? ", '" : "'") + keys[i] + "'";
-  if (keys.size() > 4) s += ", ...";
-  return s;
+Message TcpStore::Impl::call(const char* op, const Message& request, Type expected,
+                             milliseconds timeout, const std::string& what) {
+  if (auto p = store::request_problem(request); !p.empty()) {
+    throw Error(ErrorCode::invalid_argument, store::at(op), p);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) connect_locked(op);
+  Message reply;
+  std::string why;
+  const Io io = exchange(request, store::deadline_after(timeout), reply, why);
+  if (io == Io::timeout) {
+    disconnect();  // a late reply must not be read as the next one's: see the top of the file
+    throw Error(ErrorCode::timeout, store::at(op),
+                what + " within " + store::ms(timeout) + " (store at " + server_ + ")");
+  }
+  if (io != Io::done) fail(op, io, why);
+  if (reply.type == Type::error) {
+    throw Error(ErrorCode::invalid_argument, store::at(op),
+                "the store refused it: " + std::string(reply.value.begin(), reply.value.end()));
+  }
+  if (reply.type != expected) {
+    fail(
+        op, Io::failed,
+        "expected a " + store::type_name(expected) + " reply, got " + store::type_name(reply.type));
+  }
+  return reply;
 }
-}  // namespace
 
-TcpStore::TcpStore(const TcpStoreOptions& o) : impl_(std::make_unique<Impl>(o)) {}
+TcpStore::TcpStore(const TcpStoreOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 TcpStore::~TcpStore() = default;
 
 void TcpStore::set(const std::string& key, const Bytes& value) {
@@ -170,30 +344,36 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   m.type = Type::set;
   m.key = key;
   m.value = value;
-  impl_->call(m, kPromptReply, "store.set of key '" + key + "'");
+  impl_->call("store.set", m, Type::ok, store::kPromptReply,
+              "no reply to SET of key " + store::quote(key));
 }
 
-Bytes TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+Bytes TcpStore::get(const std::string& key, milliseconds timeout) {
   Message m;
   m.type = Type::get;
   m.key = key;
-  return impl_->call(m, timeout, "store.get of key '" + key + "'").value;
+  return impl_
+      ->call("store.get", m, Type::value, timeout, "key " + store::quote(key) + " was not set")
+      .value;
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
   Message m;
   m.type = Type::add;
   m.key = key;
-  m.delta = delta;
-  Message r = impl_->call(m, kPromptReply, "store.add of key '" + key + "'");
-  return r.delta;
+  m.number = delta;
+  return impl_
+      ->call("store.add", m, Type::counter, store::kPromptReply,
+             "no reply to ADD to key " + store::quote(key))
+      .number;
 }
 
-void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
   Message m;
   m.type = Type::wait;
   m.keys = keys;
-  impl_->call(m, timeout, "store.wait for keys " + quoted(keys));
+  impl_->call("store.wait", m, Type::ok, timeout,
+              "keys " + store::quote(keys) + " were not all set");
 }
 
 }  // namespace strata
