@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +43,16 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
       _mm_pause();
     }
   } while (Clock::now() < spin_until);
+  if (s.oversubscribed()) {
+    // More ranks than cores: the rank we wait for may be queued behind us on our core. Yielding
+    // hands it the core at once, where a futex sleep would cost a wake-up (~250 us here); bounded
+    // so that a long wait does not turn into a system-call storm.
+    const auto yield_until = Clock::now() + std::chrono::microseconds(500);
+    while (Clock::now() < yield_until) {
+      if (c.value.load(std::memory_order_acquire) >= value) return;
+      sched_yield();
+    }
+  }
   for (;;) {
     // Announce the sleep, then look once more: publish() stores before it reads `waiters`, so
     // either it sees us or we see its value.

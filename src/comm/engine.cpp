@@ -95,11 +95,6 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   return work;
 }
 
-bool Engine::has_work() {
-  std::lock_guard<std::mutex> q(queue_mu_);
-  return !queue_.empty() || !p2p_pending_.empty();
-}
-
 void Engine::run_locked(Op& op) {
   if (!broken_.empty() && op.is_collective) {
     op.work->complete(std::make_exception_ptr(Error(

@@ -53,7 +53,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
-  bool has_work();
   // All of the following need exec_mu_.
   bool step_locked();                 // runs one queued op or polls p2p; true if anything moved
   void run_locked(Op& op);
