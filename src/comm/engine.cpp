@@ -51,7 +51,10 @@ Engine::~Engine() {
 }
 
 void Engine::arm_kick(size_t bytes) {
-  const auto delay = bytes >= (64u << 10) ? std::chrono::nanoseconds(config().progress_delay)
+  constexpr size_t kLarge = 64u << 10;
+  // A small op never needs an armed timer to fire sooner: skip the clock read and the syscall.
+  if (bytes < kLarge && kick_due_.load(std::memory_order_relaxed) != 0) return;
+  const auto delay = bytes >= kLarge ? std::chrono::nanoseconds(config().progress_delay)
                                           : std::chrono::nanoseconds(std::chrono::milliseconds(2));
   const int64_t due = (Clock::now() + delay).time_since_epoch().count();
   int64_t cur = kick_due_.load();
@@ -195,8 +198,10 @@ void Engine::drive(detail::WorkState& target, Clock::time_point until) {
     // Another thread may be executing; take over as soon as it lets go (it may have finished our
     // operation by then). Poll first: sleeping on the mutex costs a wake-up (spin_policy.hpp).
     std::unique_lock<std::timed_mutex> ex(exec_mu_, std::defer_lock);
-    const auto poll_until = Clock::now() + spin;
-    while (!ex.try_lock() && Clock::now() < poll_until && !target.finished()) _mm_pause();
+    if (!ex.try_lock()) {
+      const auto poll_until = Clock::now() + spin;
+      while (!ex.try_lock() && Clock::now() < poll_until && !target.finished()) _mm_pause();
+    }
     if (target.finished()) return;
     if (ex.owns_lock() ||
         ex.try_lock_until(std::min(until, Clock::now() + std::chrono::milliseconds(10)))) {
