@@ -1,6 +1,6 @@
 // Recursive halving-doubling all-reduce (Rabenseifner), for medium messages.
 //
-// Schedule: the same fold as recursive doubling brings the ranks to p = 2^k active ones. Then a
+// Schedule: the power-of-two fold (power_of_two_fold.hpp) leaves p = 2^k active ranks. Then a
 // reduce-scatter by recursive halving (partners at distance p/2, p/4, ..., 1 swap half of their
 // current range and reduce the half they keep) leaves active rank v owning block v, and an
 // all-gather by recursive doubling (distance 1, 2, ..., p/2) spreads the blocks back.
@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/power_of_two_fold.hpp"
 #include "collectives/reduce_kernels.hpp"
 
 namespace strata::coll {
@@ -18,32 +19,17 @@ void halving_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count
   const int n = p.size(), r = p.rank();
   const size_t es = dtype_size(dt), bytes = count * es;
   if (out != in) std::memcpy(out, in, bytes);
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int rem = n - pow2;
   auto* data = static_cast<uint8_t*>(out);
   auto* tmp = static_cast<uint8_t*>(p.scratch(bytes, 0));
-  int v = r - rem;  // active rank, or -1 for ranks folded away
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      Request s = p.isend(r + 1, data, bytes, 0);
-      p.wait({&s, 1});
-      v = -1;
-    } else {
-      Request q = p.irecv(r - 1, tmp, bytes, 0);
-      p.wait({&q, 1});
-      reduce(data, tmp, data, count, dt, op);
-      v = r / 2;
-    }
-  }
+  const Fold f = fold_to_power_of_two(p, data, tmp, count, dt, op);
+  const int v = f.vrank, pow2 = f.pow2;
   if (v >= 0) {
-    auto real = [&](int a) { return a < rem ? 2 * a + 1 : a + rem; };
     const Blocks b{count, pow2};
     auto off = [&](int block) { return b.offset(block) * es; };
     int lo = 0, len = pow2;
     uint32_t step = 1;
     for (int mask = pow2 / 2; mask >= 1; mask /= 2, ++step) {  // reduce-scatter by halving
-      const int partner = real(v ^ mask), half = len / 2;
+      const int partner = f.real(v ^ mask), half = len / 2;
       const int keep = (v & mask) ? lo + half : lo, give = (v & mask) ? lo : lo + half;
       const size_t keep_bytes = off(keep + half) - off(keep);
       sendrecv(p, partner, data + off(give), off(give + half) - off(give), partner, tmp,
@@ -56,21 +42,13 @@ void halving_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count
     }
     if (op == ReduceOp::avg) divide_by(data + off(v), b.count(v), dt, n);
     for (int mask = 1; mask < pow2; mask *= 2, ++step) {  // all-gather by doubling
-      const int partner = real(v ^ mask), plo = lo ^ mask;
+      const int partner = f.real(v ^ mask), plo = lo ^ mask;
       sendrecv(p, partner, data + off(lo), off(lo + len) - off(lo), partner, data + off(plo),
                off(plo + len) - off(plo), step);
       lo = std::min(lo, plo), len *= 2;
     }
   }
-  if (r < 2 * rem) {
-    if (r % 2 == 1) {
-      Request s = p.isend(r - 1, data, bytes, 100);
-      p.wait({&s, 1});
-    } else {
-      Request q = p.irecv(r + 1, data, bytes, 100);
-      p.wait({&q, 1});
-    }
-  }
+  unfold(p, f, data, bytes);
 }
 
 }  // namespace strata::coll
