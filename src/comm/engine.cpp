@@ -51,7 +51,7 @@ Engine::~Engine() {
 }
 
 void Engine::arm_kick(size_t bytes) {
-  constexpr size_t kLarge = 64u << 10;
+  constexpr size_t kLarge = 1u << 20;
   // A small op never needs an armed timer to fire sooner: skip the clock read and the syscall.
   if (bytes < kLarge && kick_due_.load(std::memory_order_relaxed) != 0) return;
   const auto delay = bytes >= kLarge ? std::chrono::nanoseconds(config().progress_delay)

@@ -7,7 +7,7 @@
 // on a node with as many ranks as cores, preempt a peer in the middle of a collective. Instead a
 // submit arms a one-shot timer; a caller that waits right away runs the operation inline long
 // before it fires, and work nobody waits for starts after that delay: STRATA_PROGRESS_DELAY_US
-// (default 50 us) for operations of 64 KiB and more, whose overlap with compute matters, and 2 ms
+// (default 50 us) for operations of 1 MiB and more, whose overlap with compute matters, and 2 ms
 // for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
 // small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
 // epoll and uses no CPU.
