@@ -13,12 +13,26 @@ void apply(T* out, const T* a, const T* b, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
 }
 
+// Integer sums and products wrap around (two's complement), as in NCCL and MPI; computing them in
+// the unsigned type makes that defined behaviour instead of signed overflow.
+template <typename T, bool = std::is_integral_v<T>>
+struct WideOf {
+  using type = T;  // floating point: computed as is
+};
+template <typename T>
+struct WideOf<T, true> {
+  using type = std::make_unsigned_t<decltype(T() + 0)>;  // after integer promotion
+};
+template <typename T>
+using Wide = typename WideOf<T>::type;
+
 template <typename T>
 void reduce_typed(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
+  using W = Wide<T>;
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: apply(out, a, b, n, [](T x, T y) { return T(x + y); }); break;
-    case ReduceOp::prod: apply(out, a, b, n, [](T x, T y) { return T(x * y); }); break;
+    case ReduceOp::avg: apply(out, a, b, n, [](T x, T y) { return T(W(x) + W(y)); }); break;
+    case ReduceOp::prod: apply(out, a, b, n, [](T x, T y) { return T(W(x) * W(y)); }); break;
     case ReduceOp::min: apply(out, a, b, n, [](T x, T y) { return std::min(x, y); }); break;
     case ReduceOp::max: apply(out, a, b, n, [](T x, T y) { return std::max(x, y); }); break;
   }

@@ -24,8 +24,9 @@ void check_integral(ReduceOp op) {
   for (size_t i = 0; i < n; ++i) {
     T want;
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::avg: want = T(int64_t(a[i]) + int64_t(b[i])); break;
-      case ReduceOp::prod: want = T(int64_t(a[i]) * int64_t(b[i])); break;
+      // Wraparound, computed in uint64 where it is defined; the low bits are the same.
+      case ReduceOp::sum: case ReduceOp::avg: want = T(uint64_t(a[i]) + uint64_t(b[i])); break;
+      case ReduceOp::prod: want = T(uint64_t(a[i]) * uint64_t(b[i])); break;
       case ReduceOp::min: want = a[i] < b[i] ? a[i] : b[i]; break;
       default: want = a[i] < b[i] ? b[i] : a[i]; break;
     }
