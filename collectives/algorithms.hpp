@@ -29,6 +29,9 @@ struct EqualBlocks {
   size_t count(int) const { return each; }
 };
 
+/// Pipeline chunk of the ring algorithms.
+constexpr size_t kRingChunkBytes = 256 * 1024;
+
 // ring_reduce_scatter.cpp
 void ring_reduce_scatter(P2P& p, const void* in, void* out, const Blocks& b, DataType dt,
                          ReduceOp op);
