@@ -2,7 +2,7 @@
 # Installs what Strata needs from Debian's packages. Idempotent: takes seconds when all is there.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libhwloc-dev hwloc libucx-dev ucx-utils
+packages=(build-essential cmake pkg-config libhwloc-dev libxml2-dev hwloc libucx-dev ucx-utils
           libopenmpi-dev openmpi-bin libgtest-dev libopenblas-dev iproute2)
 
 missing=()

@@ -40,6 +40,7 @@ Config load() {
                 "STRATA_SHM_CHUNK must be >= 4096 and STRATA_SHM_DEPTH >= 2");
   }
   c.node_id = text("STRATA_NODE_ID");
+  c.topo_file = text("STRATA_TOPO_FILE");
   return c;
 }
 

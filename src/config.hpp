@@ -16,6 +16,7 @@ struct Config {
   size_t shm_chunk_bytes = 256 * 1024;        ///< STRATA_SHM_CHUNK: bytes per staging buffer
   int shm_depth = 4;                          ///< STRATA_SHM_DEPTH: staging buffers per rank
   std::string node_id;                        ///< STRATA_NODE_ID: overrides hostname + boot id
+  std::string topo_file;  ///< STRATA_TOPO_FILE: read the node from this file, not the machine
 };
 
 /// The process's configuration (parsed on first call; malformed values throw strata::Error).

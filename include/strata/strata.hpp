@@ -4,5 +4,6 @@
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
+#include "strata/topology.hpp"
 #include "strata/types.hpp"
 #include "strata/work.hpp"
