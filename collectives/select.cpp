@@ -19,7 +19,7 @@ constexpr Collective kAll[] = {Collective::all_reduce, Collective::reduce_scatte
 
 bool parse_algo(std::string_view s, Algo& out) {
   for (Algo a : {Algo::ring, Algo::shm, Algo::pairwise, Algo::binomial, Algo::recursive_doubling,
-                 Algo::halving_doubling}) {
+                 Algo::halving_doubling, Algo::hierarchical}) {
     if (algo_name(a) == s) {
       out = a;
       return true;
@@ -43,7 +43,7 @@ const std::map<Collective, Algo>& forced() {
         throw Error(ErrorCode::invalid_argument, {.op = "config"},
                     "STRATA_ALGO: unknown algorithm '" + name +
                         "' (known: shm, ring, recursive_doubling, halving_doubling, "
-                        "pairwise, binomial)");
+                        "pairwise, binomial, hierarchical)");
       }
       bool matched = false;
       for (Collective c : kAll) {
@@ -62,8 +62,14 @@ const std::map<Collective, Algo>& forced() {
   return table;
 }
 
+bool hierarchical_runs(Collective c, const GroupShape& g) {
+  if (c == Collective::all_reduce) return g.two_level;
+  return (c == Collective::all_gather || c == Collective::reduce_scatter) && g.two_level && g.even;
+}
+
 bool can_run(Algo a, Collective c, bool shm) {
   switch (a) {
+    case Algo::hierarchical: return false;  // decided by hierarchical_runs
     case Algo::shm: return shm && c != Collective::reduce;
     case Algo::ring: return c == Collective::all_reduce || c == Collective::reduce_scatter ||
                             c == Collective::all_gather;
@@ -126,13 +132,27 @@ std::string_view algo_name(Algo a) {
     case Algo::binomial: return "binomial";
     case Algo::recursive_doubling: return "recursive_doubling";
     case Algo::halving_doubling: return "halving_doubling";
+    case Algo::hierarchical: return "hierarchical";
   }
   return "?";
 }
 
-Algo choose(Collective c, size_t bytes, int n, bool shm) {
+Algo choose(Collective c, size_t bytes, const GroupShape& g) {
+  const int n = g.n;
+  const bool shm = g.shm;
   auto it = forced().find(c);
-  if (it != forced().end()) {
+  if (it != forced().end() && it->second == Algo::hierarchical) {
+    if (hierarchical_runs(c, g)) {
+      log_once(c, bytes, n, Algo::hierarchical, true);
+      return Algo::hierarchical;
+    }
+    if (c != Collective::all_reduce && c != Collective::all_gather &&
+        c != Collective::reduce_scatter) {
+      throw Error(ErrorCode::invalid_argument, {.op = std::string(collective_name(c))},
+                  "STRATA_ALGO forces hierarchical, which cannot run " +
+                      std::string(collective_name(c)));
+    }
+  } else if (it != forced().end()) {
     if (!can_run(it->second, c, shm)) {
       throw Error(ErrorCode::invalid_argument, {.op = std::string(collective_name(c))},
                   "STRATA_ALGO forces " + std::string(algo_name(it->second)) + ", which cannot run " +
@@ -143,7 +163,10 @@ Algo choose(Collective c, size_t bytes, int n, bool shm) {
     return it->second;
   }
   // One node: the shared segment beats the network path at every size (one copy in, one out).
-  Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm : network_default(c, bytes, n);
+  // Several nodes with neighbours: two levels, so the slow links carry each byte once per rail.
+  Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm
+           : hierarchical_runs(c, g)         ? Algo::hierarchical
+                                             : network_default(c, bytes, n);
   log_once(c, bytes, n, a, false);
   return a;
 }

@@ -9,13 +9,22 @@
 namespace strata::coll {
 
 enum class Collective { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce };
-enum class Algo { ring, shm, pairwise, binomial, recursive_doubling, halving_doubling };
+enum class Algo { ring, shm, pairwise, binomial, recursive_doubling, halving_doubling, hierarchical };
 
 std::string_view collective_name(Collective c);
 std::string_view algo_name(Algo a);
 
-/// The algorithm for `c` moving `bytes` per rank on `n` ranks; `shm` tells whether the group
-/// shares one node's memory. Logs the choice once per (collective, size class) at INFO.
-Algo choose(Collective c, size_t bytes, int n, bool shm);
+/// Where a group's ranks are, as far as choosing an algorithm is concerned.
+struct GroupShape {
+  int n = 1;              ///< ranks
+  bool shm = false;       ///< all on one node, sharing its memory
+  bool two_level = false;  ///< several nodes, some with several ranks: all-reduce can go hierarchical
+  bool even = false;       ///< ... with the same number of ranks on every node (all-gather, reduce-scatter too)
+};
+
+/// The algorithm for `c` moving `bytes` per rank on group `g`. Logs the choice once per
+/// (collective, size class) at INFO. A forced `hierarchical` applies where the group has two
+/// levels; elsewhere (the one-node and one-rank-per-node groups it runs on) the default holds.
+Algo choose(Collective c, size_t bytes, const GroupShape& g);
 
 }  // namespace strata::coll

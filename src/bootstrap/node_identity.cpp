@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "config.hpp"
@@ -18,15 +19,19 @@ std::string node_identity() {
   return std::string(host) + "/" + boot;
 }
 
-int ranks_on_my_node(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+std::vector<int> node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
   const std::string me = node_identity();
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
-  int same = 0;
+  std::vector<std::string> seen;
+  std::vector<int> node_of_rank;
   for (int r = 0; r < size; ++r) {
     Bytes b = store.get("node/" + std::to_string(r), timeout);
-    same += std::string(b.begin(), b.end()) == me;
+    const std::string id(b.begin(), b.end());
+    auto it = std::find(seen.begin(), seen.end(), id);
+    node_of_rank.push_back(int(it - seen.begin()));
+    if (it == seen.end()) seen.push_back(id);
   }
-  return same;
+  return node_of_rank;
 }
 
 int usable_cores() {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "strata/store.hpp"
 
@@ -13,9 +14,9 @@ namespace strata::bootstrap {
 /// This process's node identity.
 std::string node_identity();
 
-/// Collective over the ranks of `store`: how many of the `size` ranks (this one included) report
-/// this rank's node.
-int ranks_on_my_node(Store& store, int rank, int size, std::chrono::milliseconds timeout);
+/// Collective over the ranks of `store`: the node of each of the `size` ranks, as an index
+/// (nodes numbered in order of their lowest rank).
+std::vector<int> node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout);
 
 /// Cores this process may run on (its affinity mask).
 int usable_cores();

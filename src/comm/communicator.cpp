@@ -7,6 +7,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "comm/communicator_impl.hpp"
+#include "comm/hierarchical.hpp"
 #include "comm/validate.hpp"
 
 namespace strata {
@@ -56,9 +57,13 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
   const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
-  return c.collective("all_reduce", -1, in.bytes(), [=](Exec& e) {
+  return c.collective("all_reduce", -1, in.bytes(), [=, &c](Exec& e) {
     if (in.count == 0) return;
     switch (algo) {
+      case coll::Algo::hierarchical:
+        comm::hierarchical_all_reduce(c.hierarchy(), in.data, out.data, in.count, in.dtype, op,
+                                      e.deadline);
+        break;
       case coll::Algo::shm:
         coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
         break;
@@ -83,9 +88,12 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
   const coll::Algo algo = c.choose(coll::Collective::reduce_scatter, in.bytes());
-  return c.collective("reduce_scatter", -1, in.bytes(), [=](Exec& e) {
+  return c.collective("reduce_scatter", -1, in.bytes(), [=, &c](Exec& e) {
     if (out.count == 0) return;
-    if (algo == coll::Algo::shm) {
+    if (algo == coll::Algo::hierarchical) {
+      comm::hierarchical_reduce_scatter(c.hierarchy(), in.data, out.data, out.count, in.dtype, op,
+                                        e.deadline);
+    } else if (algo == coll::Algo::shm) {
       coll::shm_reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
     } else {
       coll::ring_reduce_scatter(e.p2p, in.data, out.data, coll::EqualBlocks{out.count}, in.dtype,
@@ -104,8 +112,13 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   const bool in_place = in.data == at(out, in.count * c.rank);
   check.no_overlap(in, out, in_place);
   const coll::Algo algo = c.choose(coll::Collective::all_gather, out.bytes());
-  return c.collective("all_gather", -1, out.bytes(), [=, rank = c.rank](Exec& e) {
+  return c.collective("all_gather", -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
     if (in.count == 0) return;
+    if (algo == coll::Algo::hierarchical) {
+      comm::hierarchical_all_gather(c.hierarchy(), in.data, out.data, in.count, in.dtype,
+                                    e.deadline);
+      return;
+    }
     if (algo == coll::Algo::shm) {
       coll::shm_all_gather(e.shm_context(), in.data, out.data, in.bytes());
       return;

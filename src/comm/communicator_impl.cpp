@@ -8,10 +8,16 @@ namespace strata {
 
 Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
                          const CommOptions& options)
-    : rank(rank_in), size(size_in), name(options.name), store(std::move(store_in)) {
-  auto timeout = options.timeout.count() > 0 ? options.timeout : config().timeout;
+    : rank(rank_in),
+      size(size_in),
+      name(options.name),
+      store(std::move(store_in)),
+      layout_({}),
+      timeout_(options.timeout.count() > 0 ? options.timeout : config().timeout) {
+  const auto timeout = timeout_;
   auto worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
-  const int local = bootstrap::ranks_on_my_node(*store, rank, size, timeout);
+  layout_ = comm::NodeLayout(bootstrap::node_layout(*store, rank, size, timeout));
+  const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
   const bool oversubscribed = local > bootstrap::usable_cores();
   worker->set_oversubscribed(oversubscribed);
   if (size > 1 && config().shm && local == size) {
@@ -23,6 +29,20 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   engine_->start();
   STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
                            << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
+}
+
+coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) const {
+  coll::GroupShape g;
+  g.n = size;
+  g.shm = shm_ != nullptr;
+  g.two_level = layout_.spans_nodes_with_neighbours();
+  g.even = layout_.even();
+  return coll::choose(c, bytes, g);
+}
+
+comm::Hierarchy& Communicator::Impl::hierarchy() {
+  if (!hierarchy_) hierarchy_ = std::make_unique<comm::Hierarchy>(layout_, rank, store, name, timeout_);
+  return *hierarchy_;
 }
 
 ErrorContext Communicator::Impl::context(const char* op, int peer) {

@@ -9,6 +9,7 @@
 #include "collectives/p2p.hpp"
 #include "collectives/select.hpp"
 #include "comm/engine.hpp"
+#include "comm/hierarchy.hpp"
 #include "shm/segment.hpp"
 #include "collectives/shm_collectives.hpp"
 #include "strata/communicator.hpp"
@@ -35,9 +36,10 @@ class Communicator::Impl {
   /// `bytes` (per rank) tells the engine how soon to start it without a waiting caller.
   Work collective(const char* op, int peer, size_t bytes, std::function<void(Exec&)> body);
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
-  coll::Algo choose(coll::Collective c, size_t bytes) const {
-    return coll::choose(c, bytes, size, shm_ != nullptr);
-  }
+  coll::Algo choose(coll::Collective c, size_t bytes) const;
+  /// The group's two levels (node and rail communicators), built on first use. Called only from
+  /// a collective's body, which every rank runs at the same point of its sequence.
+  comm::Hierarchy& hierarchy();
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
   /// Next split's sequence number (every rank calls split in the same order).
@@ -49,6 +51,9 @@ class Communicator::Impl {
   const std::shared_ptr<Store> store;
 
  private:
+  comm::NodeLayout layout_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)
   std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
   std::shared_ptr<comm::Engine> engine_;
   std::mutex seq_mu_;

@@ -1,0 +1,26 @@
+// Hierarchical collectives for a group that spans nodes (docs/algorithms.md, "Hierarchical"):
+// the intra-node legs run on Hierarchy::local (shared memory), the inter-node legs on
+// Hierarchy::rail, every local rank driving its own rail at once, so each node pair exchanges
+// 1/L of the data per rail instead of the whole buffer over one flat ring.
+#pragma once
+
+#include "comm/hierarchy.hpp"
+#include "strata/store.hpp"
+#include "strata/types.hpp"
+
+namespace strata::comm {
+
+/// Reduce-scatter within the node, all-reduce of each shard across nodes (one rail per shard),
+/// all-gather within the node; pipelined in chunks so the legs overlap. Any node shape: with
+/// uneven nodes the first `smallest()` local ranks carry the shards.
+void hierarchical_all_reduce(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,
+                             ReduceOp op, Clock::time_point deadline);
+/// All-gather across nodes on every rail, then within the node; even nodes only.
+void hierarchical_all_gather(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,
+                             Clock::time_point deadline);
+/// Reduce-scatter within the node, then across nodes on every rail; even nodes only.
+/// `count` is the output's (per rank) element count.
+void hierarchical_reduce_scatter(Hierarchy& h, const void* in, void* out, size_t count,
+                                 DataType dt, ReduceOp op, Clock::time_point deadline);
+
+}  // namespace strata::comm
