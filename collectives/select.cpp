@@ -64,8 +64,15 @@ const std::map<Collective, Algo>& forced() {
 
 bool hierarchical_runs(Collective c, const GroupShape& g) {
   if (c == Collective::all_reduce) return g.two_level;
-  return (c == Collective::all_gather || c == Collective::reduce_scatter) && g.two_level && g.even;
+  return (c == Collective::all_gather || c == Collective::reduce_scatter ||
+          c == Collective::all_to_all) &&
+         g.two_level && g.even;
 }
+
+// All-to-all moves the same bytes across nodes either way; aggregation saves messages (one per
+// node pair and rail instead of one per rank pair) at the price of three local copies, which
+// pays while blocks are small.
+constexpr size_t kHierarchicalAllToAllMax = 1 << 20;
 
 bool can_run(Algo a, Collective c, bool shm) {
   switch (a) {
@@ -147,7 +154,7 @@ Algo choose(Collective c, size_t bytes, const GroupShape& g) {
       return Algo::hierarchical;
     }
     if (c != Collective::all_reduce && c != Collective::all_gather &&
-        c != Collective::reduce_scatter) {
+        c != Collective::reduce_scatter && c != Collective::all_to_all) {
       throw Error(ErrorCode::invalid_argument, {.op = std::string(collective_name(c))},
                   "STRATA_ALGO forces hierarchical, which cannot run " +
                       std::string(collective_name(c)));
@@ -165,7 +172,9 @@ Algo choose(Collective c, size_t bytes, const GroupShape& g) {
   // One node: the shared segment beats the network path at every size (one copy in, one out).
   // Several nodes with neighbours: two levels, so the slow links carry each byte once per rail.
   Algo a = shm && can_run(Algo::shm, c, shm) ? Algo::shm
-           : hierarchical_runs(c, g)         ? Algo::hierarchical
+           : hierarchical_runs(c, g) &&
+                   (c != Collective::all_to_all || bytes <= kHierarchicalAllToAllMax)
+               ? Algo::hierarchical
                                              : network_default(c, bytes, n);
   log_once(c, bytes, n, a, false);
   return a;

@@ -162,7 +162,13 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   check.no_overlap(in, out, false);
   const coll::Algo algo =
       uniform ? c.choose(coll::Collective::all_to_all, in.bytes()) : coll::Algo::pairwise;
-  return c.collective("all_to_all", -1, in.bytes(), [=](Exec& e) {
+  return c.collective("all_to_all", -1, in.bytes(), [=, &c](Exec& e) {
+    if (algo == coll::Algo::hierarchical) {
+      if (sc[0] > 0)
+        comm::hierarchical_all_to_all(c.hierarchy(), in.data, out.data, sc[0], in.dtype,
+                                      e.deadline);
+      return;
+    }
     if (algo == coll::Algo::shm) {
       if (sc[0] > 0) coll::shm_all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
       return;

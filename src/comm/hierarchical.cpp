@@ -146,4 +146,30 @@ void hierarchical_reduce_scatter(Hierarchy& h, const void* in, void* out, size_t
   if (op == ReduceOp::avg) coll::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
 }
 
+void hierarchical_all_to_all(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,
+                             Clock::time_point deadline) {
+  const size_t bytes = count * dtype_size(dt);
+  const size_t nodes = h.layout.nodes(), local = size_t(h.local.size()), n = nodes * local;
+  const auto& ranks_of = h.layout.ranks_of;
+  uint8_t* a = h.scratch_of(2 * n * bytes);
+  uint8_t* b = a + n * bytes;
+  auto block = [&](const void* base, size_t i) { return static_cast<const uint8_t*>(base) + i * bytes; };
+  // a[j][m]: my block for rank (node m, local j); the node exchange gives b[i][m]: local peer i's
+  // block for (m, me).
+  for (size_t j = 0; j < local; ++j)
+    for (size_t m = 0; m < nodes; ++m)
+      std::memcpy(a + (j * nodes + m) * bytes, block(in, size_t(ranks_of[m][j])), bytes);
+  wait(h.local.all_to_all(view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
+  // a[m][i] = b[i][m]: everything my node sends to rail peer m; the rail exchange gives b[m][i]:
+  // the block from (m, i) to me.
+  for (size_t m = 0; m < nodes; ++m)
+    for (size_t i = 0; i < local; ++i)
+      std::memcpy(a + (m * local + i) * bytes, b + (i * nodes + m) * bytes, bytes);
+  wait(h.rail.all_to_all(view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
+  for (size_t m = 0; m < nodes; ++m)
+    for (size_t i = 0; i < local; ++i)
+      std::memcpy(static_cast<uint8_t*>(out) + size_t(ranks_of[m][i]) * bytes,
+                  b + (m * local + i) * bytes, bytes);
+}
+
 }  // namespace strata::comm

@@ -23,4 +23,10 @@ void hierarchical_all_gather(Hierarchy& h, const void* in, void* out, size_t cou
 void hierarchical_reduce_scatter(Hierarchy& h, const void* in, void* out, size_t count,
                                  DataType dt, ReduceOp op, Clock::time_point deadline);
 
+/// All-to-all aggregated per node, even nodes only: the node first sorts every block by the local
+/// index of its destination, then each rail exchanges one message per node pair holding all of a
+/// node's blocks for that peer. `count` is the elements per (source, destination) block.
+void hierarchical_all_to_all(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,
+                             Clock::time_point deadline);
+
 }  // namespace strata::comm
