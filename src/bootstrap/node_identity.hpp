@@ -14,9 +14,16 @@ namespace strata::bootstrap {
 /// This process's node identity.
 std::string node_identity();
 
-/// Collective over the ranks of `store`: the node of each of the `size` ranks, as an index
-/// (nodes numbered in order of their lowest rank).
-std::vector<int> node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout);
+struct NodeLayoutInfo {
+  std::vector<int> node_of_rank;  ///< node index of every rank (numbered by their lowest rank)
+  /// Ranks running on this machine's kernel (same boot id), whatever their node identity: the
+  /// ranks that compete for these cores, also when STRATA_NODE_ID emulates several nodes here.
+  /// At least the most any earlier group of this process counted.
+  int ranks_on_my_kernel = 0;
+};
+
+/// Collective over the ranks of `store`: where each of the `size` ranks runs.
+NodeLayoutInfo node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout);
 
 /// Cores this process may run on (its affinity mask).
 int usable_cores();

@@ -16,9 +16,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
       timeout_(options.timeout.count() > 0 ? options.timeout : config().timeout) {
   const auto timeout = timeout_;
   auto worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
-  layout_ = comm::NodeLayout(bootstrap::node_layout(*store, rank, size, timeout));
+  const bootstrap::NodeLayoutInfo where = bootstrap::node_layout(*store, rank, size, timeout);
+  layout_ = comm::NodeLayout(where.node_of_rank);
   const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
-  const bool oversubscribed = local > bootstrap::usable_cores();
+  const bool oversubscribed = where.ranks_on_my_kernel > bootstrap::usable_cores();
   worker->set_oversubscribed(oversubscribed);
   if (size > 1 && config().shm && local == size) {
     shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
