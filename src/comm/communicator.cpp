@@ -61,7 +61,7 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
     if (in.count == 0) return;
     switch (algo) {
       case coll::Algo::hierarchical:
-        comm::hierarchical_all_reduce(c.hierarchy(), in.data, out.data, in.count, in.dtype, op,
+        comm::hierarchical_all_reduce(c.hierarchy(e.where), in.data, out.data, in.count, in.dtype, op,
                                       e.deadline);
         break;
       case coll::Algo::shm:
@@ -91,7 +91,7 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   return c.collective("reduce_scatter", -1, in.bytes(), [=, &c](Exec& e) {
     if (out.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
-      comm::hierarchical_reduce_scatter(c.hierarchy(), in.data, out.data, out.count, in.dtype, op,
+      comm::hierarchical_reduce_scatter(c.hierarchy(e.where), in.data, out.data, out.count, in.dtype, op,
                                         e.deadline);
     } else if (algo == coll::Algo::shm) {
       coll::shm_reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
@@ -115,7 +115,7 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   return c.collective("all_gather", -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
     if (in.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
-      comm::hierarchical_all_gather(c.hierarchy(), in.data, out.data, in.count, in.dtype,
+      comm::hierarchical_all_gather(c.hierarchy(e.where), in.data, out.data, in.count, in.dtype,
                                     e.deadline);
       return;
     }
@@ -165,7 +165,7 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   return c.collective("all_to_all", -1, in.bytes(), [=, &c](Exec& e) {
     if (algo == coll::Algo::hierarchical) {
       if (sc[0] > 0)
-        comm::hierarchical_all_to_all(c.hierarchy(), in.data, out.data, sc[0], in.dtype,
+        comm::hierarchical_all_to_all(c.hierarchy(e.where), in.data, out.data, sc[0], in.dtype,
                                       e.deadline);
       return;
     }

@@ -41,8 +41,19 @@ coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) const {
   return coll::choose(c, bytes, g);
 }
 
-comm::Hierarchy& Communicator::Impl::hierarchy() {
-  if (!hierarchy_) hierarchy_ = std::make_unique<comm::Hierarchy>(layout_, rank, store, name, timeout_);
+comm::Hierarchy& Communicator::Impl::hierarchy(const ErrorContext& where) {
+  if (hierarchy_) return *hierarchy_;
+  try {
+    hierarchy_ = std::make_unique<comm::Hierarchy>(layout_, rank, store, name, timeout_);
+  } catch (const Error& e) {
+    // A rank that never reaches this collective shows up here first, as a store key nobody set:
+    // report it as this operation's failure.
+    const bool late = e.code() == ErrorCode::timeout;
+    throw Error(late ? ErrorCode::timeout : e.code(), where,
+                std::string(late ? "timed out" : "failed") +
+                    " setting up the node and rail groups of a hierarchical collective (" +
+                    e.what() + ")");
+  }
   return *hierarchy_;
 }
 

@@ -38,8 +38,9 @@ class Communicator::Impl {
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
   coll::Algo choose(coll::Collective c, size_t bytes) const;
   /// The group's two levels (node and rail communicators), built on first use. Called only from
-  /// a collective's body, which every rank runs at the same point of its sequence.
-  comm::Hierarchy& hierarchy();
+  /// a collective's body, which every rank runs at the same point of its sequence; a failure is
+  /// reported as that collective's (`where`).
+  comm::Hierarchy& hierarchy(const ErrorContext& where);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
   /// Next split's sequence number (every rank calls split in the same order).

@@ -12,8 +12,9 @@ namespace {
 // Chunk of the all-reduce pipeline: big enough that each leg runs at bandwidth, small enough that
 // three legs are in flight on a 64 MiB buffer.
 constexpr size_t kChunkBytes = 4 << 20;
-// Below this an all-reduce is latency-bound: one shard (reduce, all-reduce, broadcast) takes the
-// fewest steps.
+// Below this an all-reduce is latency-bound: a node all-reduce and one all-reduce per rail take
+// the fewest steps (the tail chunk of a larger buffer below it goes as one shard: node reduce,
+// one rail, node broadcast).
 constexpr size_t kShardedBytes = 64 << 10;
 
 Buffer view(const void* p, size_t first, size_t count, DataType dt) {
@@ -42,6 +43,16 @@ void hierarchical_all_reduce(Hierarchy& h, const void* in, void* out, size_t cou
   const int local_size = h.local.size();
   const int rails = int(h.layout.smallest());
   const size_t chunk = std::max<size_t>(kChunkBytes / es / size_t(rails), 1) * size_t(rails);
+  if (count * es < kShardedBytes) {
+    // Latency-bound: every local rank gets the node's sum from shared memory, then every full
+    // rail all-reduces it across the nodes (same inputs, same schedule: the same bits on every
+    // rail); ranks beyond the smallest node's size take rank 0's result.
+    wait(h.local.all_reduce(view(in, 0, count, dt), view(out, 0, count, dt), leg_op), deadline);
+    if (h.local_rank < rails) wait(h.rail.all_reduce(view(out, 0, count, dt), leg_op), deadline);
+    if (!h.layout.even()) wait(h.local.broadcast(view(out, 0, count, dt), 0), deadline);
+    if (op == ReduceOp::avg) coll::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
+    return;
+  }
 
   // Leg 1: shard s of the chunk reduced into `out` on local rank s.
   auto reduce_in_node = [&](Chunk& c) {

@@ -40,11 +40,11 @@ Hierarchy::Hierarchy(const NodeLayout& l, int rank, const std::shared_ptr<Store>
   opts.timeout = timeout;
   opts.name = name + "/local" + std::to_string(node);
   local = Communicator::create(
-      std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(node) + "/"), local_rank,
+      std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(node)), local_rank,
       int(mine.size()), opts);
   opts.name = name + "/rail" + std::to_string(local_rank);
   rail = Communicator::create(
-      std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank) + "/"),
+      std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
       rail_rank, rail_size, opts);
 }
 
