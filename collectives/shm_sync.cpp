@@ -51,7 +51,7 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
     // More ranks than cores: the rank we wait for may be queued behind us on our core. Yielding
     // hands it the core at once, where a futex sleep would cost a wake-up (~250 us here); bounded
     // so that a long wait does not turn into a system-call storm.
-    const auto yield_until = Clock::now() + std::chrono::microseconds(500);
+    const auto yield_until = Clock::now() + kOversubscribedYield;
     while (Clock::now() < yield_until) {
       if (c.value.load(std::memory_order_acquire) >= value) return;
       sched_yield();

@@ -17,6 +17,10 @@ namespace strata {
 void set_inline_caller(bool inline_caller);
 /// For the progress thread: the count of callers blocked on its communicator.
 void set_blocked_callers(const std::atomic<int>* count);
+/// On an oversubscribed node, how long a waiter yields its core (sched_yield) after polling and
+/// before sleeping: long enough for the peer it waits for to run a scheduler slice.
+constexpr std::chrono::microseconds kOversubscribedYield{500};
+
 /// The poll budget for the calling thread.
 std::chrono::microseconds spin_budget(bool oversubscribed);
 

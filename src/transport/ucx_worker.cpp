@@ -1,5 +1,6 @@
 #include "transport/ucx_worker.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -234,6 +235,9 @@ void Worker::cancel(coll::Request& r) {
 
 void Worker::wait(std::span<coll::Request> reqs) {
   auto spin_until = Clock::now() + spin_budget(oversubscribed_);
+  // With more ranks than cores, the peer we wait for may need this core: yield it for a while
+  // (a reply usually comes within a scheduler slice) before paying the ~250 us of a sleep.
+  auto yield_until = spin_until + (oversubscribed_ ? kOversubscribedYield : Clock::duration{});
   size_t first_pending = 0;
   try {
     for (;;) {
@@ -249,7 +253,10 @@ void Worker::wait(std::span<coll::Request> reqs) {
           << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
         throw failure(ErrorCode::timeout, r.peer, m.str());
       }
-      if (now >= spin_until) sleep(deadline_);
+      if (now >= yield_until)
+        sleep(deadline_);
+      else if (now >= spin_until)
+        sched_yield();
     }
   } catch (...) {
     for (auto& r : reqs) cancel(r);
