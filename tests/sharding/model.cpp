@@ -134,7 +134,7 @@ std::string compare(std::span<const float> got, std::span<const float> want, dou
     return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     const double d = std::fabs(double(got[i]) - double(want[i]));
-    const double scale = std::max(std::fabs(double(want[i])), 1e-3);
+    const double scale = std::max(std::fabs(double(want[i])), 1e-2);
     if (d > rel * scale) {
       char msg[160];
       std::snprintf(msg, sizeof msg, "element %zu of %zu: got %.9g, want %.9g (diff %.3g)", i,

@@ -1,0 +1,207 @@
+// ZeroEngine on every world size: stages 0-3 train the test model to the single-process
+// reference, memory follows the ZeRO formulas, and stage 3 gathers within its prefetch window.
+#include <set>
+
+#include "model.hpp"
+#include "tests/mp/mp.hpp"
+
+namespace {
+using strata::ZeroEngine;
+using strata::ZeroOptions;
+
+ZeroOptions options(int stage, float max_norm = 0.0f) {
+  ZeroOptions o;
+  o.stage = stage;
+  o.buckets.cap_bytes = 260;  // several buckets for this small model
+  o.buckets.first_cap_bytes = 100;
+  o.adamw.lr = 1e-2f;
+  o.adamw.weight_decay = 0.1f;
+  o.adamw.max_grad_norm = max_norm;
+  return o;
+}
+
+void train(const shtest::Mlp& m, ZeroEngine& e, int first_step, int steps) {
+  auto& w = mp::world();
+  for (int s = first_step; s < first_step + steps; ++s) shtest::train_step(m, e, s, w.rank(), w.size());
+}
+
+TEST(Zero, EveryStageMatchesTheSingleProcessReferenceAfterFiveSteps) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  for (float clip : {0.0f, 0.05f}) {  // 0.05 is below this model's gradient norm: clipping acts
+    const auto want = shtest::concat(shtest::reference(m, options(0, clip).adamw, 5));
+    for (int stage = 0; stage <= 3; ++stage) {
+      ZeroEngine e(w, m.specs(), options(stage, clip));
+      shtest::init_engine(m, e);
+      train(m, e, 0, 5);
+      EXPECT_EQ(e.steps_done(), 5);
+      const auto got = e.full_params();
+      EXPECT_EQ(shtest::compare(got, want), "") << "stage " << stage << " clip " << clip;
+      EXPECT_TRUE(mp::identical_on_all_ranks(w, got.data(), got.size() * sizeof(float)))
+          << "stage " << stage;
+    }
+  }
+}
+
+TEST(Zero, ClippingActsInTheTestAbove) {
+  // Guards the test: with max norm 0.05 the reference differs from the unclipped one.
+  shtest::Mlp m;
+  auto a = shtest::concat(shtest::reference(m, options(0).adamw, 2));
+  auto b = shtest::concat(shtest::reference(m, options(0, 0.05f).adamw, 2));
+  EXPECT_NE(shtest::compare(a, b), "");
+}
+
+TEST(Zero, MemoryPerRankFollowsTheStageFormulas) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  const size_t n = size_t(w.size());
+  for (int stage = 0; stage <= 3; ++stage) {
+    ZeroEngine e(w, m.specs(), options(stage));
+    shtest::init_engine(m, e);
+    train(m, e, 0, 1);
+    const size_t N = e.layout().padded_numel();  // N with each unit padded to a multiple of n
+    ASSERT_EQ(N % n, 0u);
+    const auto r = e.memory();
+    // 4N parameters + 4N gradients + 8N Adam moments, divided per stage as ZeRO describes.
+    EXPECT_EQ(r.optimizer_bytes, stage >= 1 ? 8 * N / n : 8 * N) << "stage " << stage;
+    EXPECT_EQ(r.grad_bytes, stage >= 2 ? 4 * N / n : 4 * N) << "stage " << stage;
+    EXPECT_EQ(r.param_bytes, stage >= 3 ? 4 * N / n : 4 * N) << "stage " << stage;
+    size_t biggest = 0;
+    for (size_t u = 0; u < e.layout().num_units(); ++u)
+      biggest = std::max(biggest, 4 * e.layout().unit_numel(u));
+    if (stage == 3) {
+      EXPECT_GT(r.peak_gathered_bytes, 0u);
+      EXPECT_LE(r.peak_gathered_bytes, 2 * biggest);  // depth 1: this unit and the next
+    } else {
+      EXPECT_EQ(r.peak_gathered_bytes, 0u);
+    }
+    // Padding adds less than n elements per unit to the unpadded 16N.
+    EXPECT_LT(N - e.layout().numel(), n * e.layout().num_units());
+  }
+}
+
+// Replays the gather events into the set of gathered units.
+struct LiveSet {
+  std::set<size_t> live;
+  size_t seen = 0;
+  void update(const std::vector<strata::GatherEvent>& ev) {
+    for (; seen < ev.size(); ++seen) {
+      if (ev[seen].kind == strata::GatherEvent::free) live.erase(ev[seen].unit);
+      else live.insert(ev[seen].unit);
+    }
+  }
+};
+
+TEST(Zero, Stage3GathersJustInTimeAndNeverBeyondThePrefetchWindow) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  const size_t L = m.layers();
+  for (int depth : {0, 1, 2}) {
+    auto o = options(3);
+    o.prefetch_depth = depth;
+    ZeroEngine e(w, m.specs(), o);
+    shtest::init_engine(m, e);
+    LiveSet ls;
+    auto window = [&](size_t u, bool fwd) {
+      std::set<size_t> s;
+      for (int k = 0; k <= depth; ++k) {
+        long v = fwd ? long(u) + k : long(u) - k;
+        if (v >= 0 && v < long(L)) s.insert(size_t(v));
+      }
+      return s;
+    };
+    for (int step = 0; step < 2; ++step) {
+      // The trainer's loop, checking after each gather which units are gathered or in flight.
+      const size_t per = shtest::kGlobalBatch / size_t(w.size());
+      auto b = shtest::batch(m, step, size_t(w.rank()) * per, per);
+      std::vector<std::vector<float>> acts(L + 1);
+      acts[0] = b.x;
+      e.begin_forward();
+      for (size_t l = 0; l < L; ++l) {
+        e.gather(l);
+        ls.update(e.gather_events());
+        EXPECT_EQ(ls.live, window(l, true)) << "forward unit " << l << " depth " << depth;
+        shtest::forward_layer(m, l, e.param(2 * l), e.param(2 * l + 1), acts[l], acts[l + 1], per);
+        e.release(l);
+        EXPECT_THROW(e.param(2 * l), strata::Error);  // freed after use
+      }
+      auto dz = shtest::loss_grad(acts[L], b);
+      std::vector<float> dz_prev;
+      e.begin_backward();
+      for (size_t l = L; l-- > 0;) {
+        e.gather(l);
+        ls.update(e.gather_events());
+        EXPECT_EQ(ls.live, window(l, false)) << "backward unit " << l << " depth " << depth;
+        shtest::backward_layer(m, l, e.param(2 * l), acts[l], dz, e.grad(2 * l),
+                               e.grad(2 * l + 1), dz_prev, per);
+        e.ready(2 * l);
+        e.ready(2 * l + 1);
+        e.release(l);
+        dz.swap(dz_prev);
+      }
+      e.step();
+      ls.update(e.gather_events());
+      EXPECT_TRUE(ls.live.empty());
+    }
+    // Peak gathered memory: the largest window of depth + 1 consecutive units.
+    size_t bound = 0;
+    for (size_t u = 0; u < L; ++u) {
+      size_t bytes = 0;
+      for (size_t v : window(u, true)) bytes += 4 * e.layout().unit_numel(v);
+      bound = std::max(bound, bytes);
+    }
+    EXPECT_LE(e.memory().peak_gathered_bytes, bound) << "depth " << depth;
+    for (auto& ev : e.gather_events()) EXPECT_LE(ev.live_bytes, bound);
+    const auto want = shtest::concat(shtest::reference(m, o.adamw, 2));
+    EXPECT_EQ(shtest::compare(e.full_params(), want), "") << "depth " << depth;
+  }
+}
+
+TEST(Zero, Stage3SmallUnitsStayResident) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  auto o = options(3);
+  o.resident_below_bytes = 100;  // the last unit (21 elements, padded to <= 24) stays gathered
+  ZeroEngine e(w, m.specs(), o);
+  shtest::init_engine(m, e);
+  const size_t last = m.layers() - 1;
+  train(m, e, 0, 3);
+  for (auto& ev : e.gather_events()) EXPECT_FALSE(ev.kind == strata::GatherEvent::free && ev.unit == last);
+  EXPECT_EQ(e.memory().param_bytes,
+            4 * e.layout().shard_numel() + 4 * e.layout().unit_numel(last));
+  EXPECT_EQ(shtest::compare(e.full_params(), shtest::concat(shtest::reference(m, o.adamw, 3))), "");
+}
+
+TEST(Zero, EachStepReportsItsCommunicationAndTheExposedPart) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  for (int stage = 0; stage <= 3; ++stage) {
+    ZeroEngine e(w, m.specs(), options(stage));
+    shtest::init_engine(m, e);
+    train(m, e, 0, 1);
+    const auto s = e.last_step_stats();
+    // Buckets, plus per-unit parameter gathers in stages 1-3.
+    EXPECT_GE(s.collectives, e.buckets().size()) << "stage " << stage;
+    EXPECT_GE(s.comm_seconds, 0.0);
+    EXPECT_GE(s.exposed_seconds, 0.0);
+    if (stage == 3) {
+      EXPECT_GE(s.collectives, e.buckets().size() + 2 * m.layers());
+    }
+  }
+}
+
+TEST(Zero, BadInputIsAnErrorNamingIt) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  ZeroEngine e(w, m.specs(), options(3));
+  try {
+    e.set_param(0, std::vector<float>(3));
+    FAIL() << "no error";
+  } catch (const strata::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("layer0.w"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW(e.param(0), strata::Error);  // not gathered
+  EXPECT_THROW(e.gather(99), strata::Error);
+  EXPECT_THROW(ZeroEngine(w, m.specs(), options(4)), strata::Error);
+}
+}  // namespace
