@@ -4,6 +4,7 @@
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 #include "strata/mesh.hpp"
+#include "strata/sharding.hpp"
 #include "strata/store.hpp"
 #include "strata/topology.hpp"
 #include "strata/types.hpp"
