@@ -48,8 +48,15 @@ void UnitGatherer::wait(size_t u) {
   state_[u] = State::ready;
 }
 
+void UnitGatherer::set_forward(bool forward) {
+  // A new forward pass does not start with the kept unit: free it so the window holds.
+  if (forward && kept_ != kNone) drop(kept_);
+  forward_ = forward;
+}
+
 void UnitGatherer::gather(size_t u) {
   if (u >= state_.size()) fail("ZeroEngine.gather", comm_.rank(), "no unit " + std::to_string(u));
+  if (kept_ == u) kept_ = kNone;  // in use again: the next release frees it
   if (state_[u] == State::absent) issue(u, GatherEvent::issue);
   // The window: the next `depth` units of this pass are gathered while unit u computes.
   for (int k = 1; k <= depth_; ++k) {
@@ -63,6 +70,16 @@ void UnitGatherer::gather(size_t u) {
 void UnitGatherer::release(size_t u) {
   if (u >= state_.size()) fail("ZeroEngine.release", comm_.rank(), "no unit " + std::to_string(u));
   if (resident_[u] || state_[u] == State::absent) return;
+  // Backward starts with the unit forward ended with: keep it rather than gather it again.
+  if (forward_ && u + 1 == state_.size()) {
+    kept_ = u;
+    return;
+  }
+  drop(u);
+}
+
+void UnitGatherer::drop(size_t u) {
+  if (kept_ == u) kept_ = kNone;
   wait(u);  // the collective may still be writing into the buffer
   live_ -= full_[u].size() * sizeof(float);
   std::vector<float>().swap(full_[u]);
@@ -71,7 +88,7 @@ void UnitGatherer::release(size_t u) {
 }
 
 std::span<const float> UnitGatherer::unit(size_t u, const char* what) const {
-  if (state_[u] != State::ready)
+  if (state_[u] != State::ready || kept_ == u)
     fail("ZeroEngine", comm_.rank(),
          std::string(what) + " of unit " + std::to_string(u) + " while it is not gathered");
   return full_[u];
@@ -83,7 +100,7 @@ void UnitGatherer::invalidate() {
     wait(u);
     // Resident units keep their memory; the next gather refreshes it.
     if (resident_[u]) state_[u] = State::absent;
-    else release(u);
+    else drop(u);
   }
 }
 

@@ -16,10 +16,11 @@ class UnitGatherer {
                int depth, size_t resident_below_bytes);
 
   /// The direction of the current pass: forward prefetches higher units, backward lower ones.
-  void set_forward(bool forward) { forward_ = forward; }
+  void set_forward(bool forward);
   /// Returns once unit u is gathered; issues the prefetches of the window after it.
   void gather(size_t u);
-  /// Frees unit u (waiting first if its gather is still in flight); resident units stay.
+  /// Frees unit u (waiting first if its gather is still in flight); resident units stay, and so
+  /// does the last unit released in a forward pass, which backward gathers first.
   void release(size_t u);
   /// Unit u's gathered parameters; throws unless gather(u) returned and release(u) did not run.
   std::span<const float> unit(size_t u, const char* what) const;
@@ -37,6 +38,7 @@ class UnitGatherer {
   enum class State { absent, in_flight, ready };
   void issue(size_t u, GatherEvent::Kind kind);
   void wait(size_t u);
+  void drop(size_t u);  // frees a non-resident unit now
   void note(GatherEvent::Kind kind, size_t u) { events_.push_back({kind, u, live_}); }
 
   Communicator comm_;
@@ -44,6 +46,8 @@ class UnitGatherer {
   std::span<const float> shard_;
   int depth_;
   bool forward_ = true;
+  static constexpr size_t kNone = size_t(-1);
+  size_t kept_ = kNone;  // released at the end of forward, kept for backward
   std::vector<bool> resident_;
   std::vector<State> state_;
   std::vector<std::vector<float>> full_;

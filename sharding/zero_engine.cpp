@@ -31,8 +31,19 @@ class ZeroEngine::Impl {
     bucketer_.emplace(comm_, layout_,
                       o.stage >= 2 ? GradReduction::reduce_scatter : GradReduction::all_reduce,
                       o.buckets);
+    // Stage-3 gathers get their own communicator: on the bucketer's they would queue behind
+    // the reduce-scatters backward launches, and the next layer's parameters would come late.
     if (o.stage == 3)
-      gatherer_.emplace(comm_, layout_, shard_params_, o.prefetch_depth, o.resident_below_bytes);
+      gatherer_.emplace(comm_.split(0, comm_.rank()), layout_, shard_params_, o.prefetch_depth,
+                        o.resident_below_bytes);
+  }
+
+  // In-flight parameter gathers write into full_params_: they must end before it is freed.
+  ~Impl() {
+    for (auto& w : updating_) try {
+        if (w) w->wait();
+      } catch (const Error&) {  // already reported to whoever waited on the communicator
+      }
   }
 
   const FlatLayout& layout() const { return layout_; }
@@ -47,6 +58,7 @@ class ZeroEngine::Impl {
            "tensor " + s.name + " has " + std::to_string(s.numel()) + " elements, got " +
                std::to_string(value.size()));
     const size_t off = layout_.tensor_offset(t);
+    await_all_params();
     if (opt_.stage < 3) {
       std::copy(value.begin(), value.end(), full_params_.begin() + long(off));
       return;
@@ -66,6 +78,7 @@ class ZeroEngine::Impl {
     if (u >= layout_.num_units())
       fail("ZeroEngine.gather", rank(), "no unit " + std::to_string(u));
     if (gatherer_) gatherer_->gather(u);
+    else await_params(u);
   }
   void release(size_t u) {
     if (gatherer_) gatherer_->release(u);
@@ -73,8 +86,10 @@ class ZeroEngine::Impl {
   std::span<const float> param(size_t t) {
     check_tensor(t, "param");
     const TensorSpec& s = layout_.tensors()[t];
-    if (opt_.stage < 3)
+    if (opt_.stage < 3) {
+      await_params(size_t(s.unit));
       return std::span<const float>(full_params_).subspan(layout_.tensor_offset(t), s.numel());
+    }
     const size_t u = size_t(s.unit);
     return gatherer_->unit(u, ("param(" + s.name + ")").c_str())
         .subspan(layout_.tensor_offset(t) - layout_.unit_offset(u), s.numel());
@@ -83,13 +98,14 @@ class ZeroEngine::Impl {
   void ready(size_t t) { bucketer_->ready(t); }
 
   void step() {
+    await_all_params();  // the update below writes this rank's blocks, which the gathers read
     bucketer_->finish();
     ++steps_;
     const float scale = sharding::clip_factor(opt_.adamw, grad_norm());
     for_each_owned([&](float* p, const float* g, float* m, float* v, size_t n) {
       sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
     });
-    if (opt_.stage == 1 || opt_.stage == 2) gather_updated_params();
+    if (opt_.stage == 1 || opt_.stage == 2) launch_param_gathers();
     if (gatherer_) gatherer_->invalidate();
     // The step's communication: buckets, gathers and the engine's own collectives.
     StepStats b = bucketer_->take_stats();
@@ -103,6 +119,7 @@ class ZeroEngine::Impl {
   int64_t steps_done() const { return steps_; }
 
   std::vector<float> full_params() {
+    await_all_params();
     std::vector<float> out;
     out.reserve(layout_.numel());
     if (opt_.stage < 3) {
@@ -142,6 +159,7 @@ class ZeroEngine::Impl {
   const GradBucketer& bucketer() const { return *bucketer_; }
 
   void save(const std::string& dir) {
+    await_all_params();
     sharding::ShardState s;
     s.step = steps_;
     const size_t S = layout_.shard_numel();
@@ -161,6 +179,7 @@ class ZeroEngine::Impl {
   }
 
   void load(const std::string& dir) {
+    await_all_params();
     sharding::CheckpointReader in(dir, layout_, rank());
     using R = sharding::CheckpointReader;
     for (size_t u = 0; u < layout_.num_units(); ++u) {
@@ -228,17 +247,27 @@ class ZeroEngine::Impl {
     return std::sqrt(sq[0]);
   }
 
-  // Stages 1 and 2: each unit's blocks are all-gathered in place into the full parameters.
-  void gather_updated_params() {
-    std::vector<Work> works;
+  // Stages 1 and 2: each unit's updated blocks are all-gathered in place into the full
+  // parameters. The gathers run on while the trainer starts its next forward pass; the first
+  // read of a unit (gather() or param()) waits for its gather, so only that wait is exposed.
+  void launch_param_gathers() {
+    updating_.resize(layout_.num_units());
     for (size_t u = 0; u < layout_.num_units(); ++u) {
       const size_t blk = layout_.block_numel(u);
-      works.push_back(comm_.all_gather(
+      updating_[u] = comm_.all_gather(
           Buffer{full_params_.data() + layout_.block_offset(u, rank()), blk, DataType::f32},
           Buffer{full_params_.data() + layout_.unit_offset(u), layout_.unit_numel(u),
-                 DataType::f32}));
+                 DataType::f32});
     }
-    for (Work& w : works) timed(w);
+  }
+  void await_params(size_t u) {
+    if (u >= updating_.size() || !updating_[u]) return;
+    std::optional<Work> w = std::move(updating_[u]);
+    updating_[u].reset();
+    timed(*w);
+  }
+  void await_all_params() {
+    for (size_t u = 0; u < updating_.size(); ++u) await_params(u);
   }
 
   // Waits on w, counting the wait as exposed communication.
@@ -257,6 +286,7 @@ class ZeroEngine::Impl {
   std::vector<float> full_params_, shard_params_, m_, v_;
   std::optional<GradBucketer> bucketer_;
   std::optional<sharding::UnitGatherer> gatherer_;
+  std::vector<std::optional<Work>> updating_;  // stages 1-2: parameter gathers still in flight
   int64_t steps_ = 0;
   StepStats last_, own_;
 };

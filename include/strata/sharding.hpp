@@ -170,6 +170,9 @@ struct GatherEvent {
 ///   begin_backward(); for u in U-1..0: gather(u); write grad(t); ready(t); release(u);
 ///   step();
 /// gather/release only move data in stage 3; in stages 0-2 they are free and may be skipped.
+/// In stages 1 and 2, step() leaves the updated parameters' all-gathers running; the first
+/// gather(u) or param(t) of the next pass waits for that unit's gather (counted in the next step's
+/// StepStats), so the gathers overlap the next forward pass.
 class ZeroEngine {
  public:
   ZeroEngine(Communicator comm, std::vector<TensorSpec> tensors, ZeroOptions options = {});
@@ -189,8 +192,8 @@ class ZeroEngine {
   std::span<const float> param(size_t tensor);
   std::span<float> grad(size_t tensor);
   void ready(size_t tensor);
-  /// Waits for the gradients, clips, updates (AdamW) and, in stages 1 and 2, all-gathers the
-  /// updated parameters.
+  /// Waits for the gradients, clips, updates (AdamW) and, in stages 1 and 2, starts the
+  /// all-gathers of the updated parameters (see above).
   void step();
   int64_t steps_done() const;
 

@@ -157,6 +157,21 @@ TEST(Zero, Stage3GathersJustInTimeAndNeverBeyondThePrefetchWindow) {
   }
 }
 
+TEST(Zero, Stage3BackwardReusesTheUnitForwardEndedWith) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  const size_t L = m.layers();
+  ZeroEngine e(w, m.specs(), options(3));
+  shtest::init_engine(m, e);
+  train(m, e, 0, 2);
+  std::vector<int> gathers(L, 0);
+  for (auto& ev : e.gather_events())
+    if (ev.kind != strata::GatherEvent::free) ++gathers[ev.unit];
+  for (size_t u = 0; u < L; ++u)
+    EXPECT_EQ(gathers[u], u + 1 == L ? 2 : 4) << "unit " << u << " over 2 steps";
+  EXPECT_EQ(shtest::compare(e.full_params(), shtest::concat(shtest::reference(m, options(3).adamw, 2))), "");
+}
+
 TEST(Zero, Stage3SmallUnitsStayResident) {
   auto& w = mp::world();
   shtest::Mlp m;
@@ -178,14 +193,20 @@ TEST(Zero, EachStepReportsItsCommunicationAndTheExposedPart) {
   for (int stage = 0; stage <= 3; ++stage) {
     ZeroEngine e(w, m.specs(), options(stage));
     shtest::init_engine(m, e);
-    train(m, e, 0, 1);
+    train(m, e, 0, 2);
     const auto s = e.last_step_stats();
-    // Buckets, plus per-unit parameter gathers in stages 1-3.
+    // Buckets, plus per-unit parameter gathers in stages 1-3 (stages 1-2: those the first step
+    // launched, which the second step's forward waited for).
     EXPECT_GE(s.collectives, e.buckets().size()) << "stage " << stage;
+    if (stage == 1 || stage == 2) {
+      EXPECT_GE(s.collectives, e.buckets().size() + e.layout().num_units()) << "stage " << stage;
+    }
     EXPECT_GE(s.comm_seconds, 0.0);
     EXPECT_GE(s.exposed_seconds, 0.0);
     if (stage == 3) {
-      EXPECT_GE(s.collectives, e.buckets().size() + 2 * m.layers());
+      // Each unit gathered for forward and again for backward, but the last unit only once:
+      // backward starts with the unit forward ended with.
+      EXPECT_GE(s.collectives, e.buckets().size() + 2 * m.layers() - 1);
     }
   }
 }

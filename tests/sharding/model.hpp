@@ -40,8 +40,10 @@ void backward_layer(const Mlp& m, size_t l, std::span<const float> W, const std:
 /// dL/dy of the mean squared error 0.5 * |y - t|^2 averaged over the batch's samples.
 std::vector<float> loss_grad(const std::vector<float>& y, const Batch& b);
 
-/// One training step of the distributed trainer on this rank's share of the global batch.
-void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int world);
+/// One training step of the distributed trainer on this rank's share of the global batch
+/// (`global_batch` must divide by `world`).
+void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int world,
+                size_t global_batch = kGlobalBatch);
 /// Sets every parameter of `e` to the model's initial values.
 void init_engine(const Mlp& m, strata::ZeroEngine& e);
 

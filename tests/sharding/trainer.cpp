@@ -3,8 +3,9 @@
 
 namespace shtest {
 
-void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int world) {
-  const size_t per = kGlobalBatch / size_t(world), L = m.layers();
+void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int world,
+                size_t global_batch) {
+  const size_t per = global_batch / size_t(world), L = m.layers();
   Batch b = batch(m, step, size_t(rank) * per, per);
   std::vector<std::vector<float>> acts(L + 1);
   acts[0] = b.x;
