@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "bus_bytes.hpp"
 #include "fail.hpp"
 #include "strata/sharding.hpp"
 
@@ -11,6 +12,8 @@ namespace strata {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
+using sharding::all_reduce_bus_bytes;
+using sharding::gather_bus_bytes;
 
 std::vector<BucketInfo> plan_buckets(const FlatLayout& layout, const BucketOptions& o) {
   std::vector<BucketInfo> out;
@@ -149,8 +152,10 @@ class GradBucketer::Impl {
         for (size_t i = 0; i < len; ++i) p.send16[i] = to_bf16(g[i]);
         p.recv16.resize(len * size_t(n));
         p.work = comm_.all_gather(buffer(p.send16), buffer(p.recv16));
+        stats_.bus_bytes += gather_bus_bytes(p.recv16.size() * sizeof(bf16_t), n);
       } else {
         p.work = comm_.all_reduce(Buffer{g, len, DataType::f32}, ReduceOp::avg);
+        stats_.bus_bytes += all_reduce_bus_bytes(len * sizeof(float), n);
       }
     } else {
       // Pack rank-major: block q holds rank q's block of every unit of the bucket, so one
@@ -171,11 +176,13 @@ class GradBucketer::Impl {
         for (size_t i = 0; i < len; ++i) p.send16[i] = to_bf16(packed[i]);
         p.recv16.resize(len);
         p.work = comm_.all_to_all(buffer(p.send16), buffer(p.recv16));
+        stats_.bus_bytes += gather_bus_bytes(len * sizeof(bf16_t), n);
       } else {
         p.send = std::move(packed);
         p.work = comm_.reduce_scatter(buffer(p.send),
                                       Buffer{shard_.data() + sbase, blk, DataType::f32},
                                       ReduceOp::avg);
+        stats_.bus_bytes += gather_bus_bytes(len * sizeof(float), n);
       }
     }
     account(long(p.send.size() * sizeof(float) +

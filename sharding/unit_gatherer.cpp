@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "bus_bytes.hpp"
 #include "fail.hpp"
 
 namespace strata::sharding {
@@ -33,6 +34,7 @@ void UnitGatherer::issue(size_t u, GatherEvent::Kind kind) {
              DataType::f32},
       Buffer{full_[u].data(), full_[u].size(), DataType::f32});
   ++stats_.collectives;
+  stats_.bus_bytes += gather_bus_bytes(full_[u].size() * sizeof(float), comm_.size());
   state_[u] = State::in_flight;
   note(kind, u);
 }

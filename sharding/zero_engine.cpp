@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "adamw.hpp"
+#include "bus_bytes.hpp"
 #include "checkpoint.hpp"
 #include "fail.hpp"
 #include "unit_gatherer.hpp"
@@ -113,10 +114,16 @@ class ZeroEngine::Impl {
     last_.comm_seconds = b.comm_seconds + g.comm_seconds + own_.comm_seconds;
     last_.exposed_seconds = b.exposed_seconds + g.exposed_seconds + own_.exposed_seconds;
     last_.collectives = b.collectives + g.collectives + own_.collectives;
+    last_.bus_bytes = b.bus_bytes + g.bus_bytes + own_.bus_bytes;
     own_ = StepStats{};
   }
 
   int64_t steps_done() const { return steps_; }
+  void set_learning_rate(float lr) {
+    if (!(lr >= 0.0f) || !std::isfinite(lr))
+      fail("ZeroEngine.set_learning_rate", rank(), "learning rate " + std::to_string(lr));
+    opt_.adamw.lr = lr;
+  }
 
   std::vector<float> full_params() {
     await_all_params();
@@ -243,7 +250,9 @@ class ZeroEngine::Impl {
     for_each_owned([&](float*, const float* g, float*, float*, size_t n) {
       for (size_t i = 0; i < n; ++i) sq[0] += double(g[i]) * double(g[i]);
     });
-    if (opt_.stage > 0) timed(comm_.all_reduce(buffer(sq), ReduceOp::sum));
+    if (opt_.stage > 0)
+      timed(comm_.all_reduce(buffer(sq), ReduceOp::sum),
+            sharding::all_reduce_bus_bytes(sizeof(double), comm_.size()));
     return std::sqrt(sq[0]);
   }
 
@@ -264,14 +273,15 @@ class ZeroEngine::Impl {
     if (u >= updating_.size() || !updating_[u]) return;
     std::optional<Work> w = std::move(updating_[u]);
     updating_[u].reset();
-    timed(*w);
+    timed(*w, sharding::gather_bus_bytes(layout_.unit_numel(u) * sizeof(float), comm_.size()));
   }
   void await_all_params() {
     for (size_t u = 0; u < updating_.size(); ++u) await_params(u);
   }
 
   // Waits on w, counting the wait as exposed communication.
-  void timed(const Work& w) {
+  void timed(const Work& w, double bus_bytes) {
+    own_.bus_bytes += bus_bytes;
     const auto t0 = std::chrono::steady_clock::now();
     w.wait();
     own_.exposed_seconds +=
@@ -306,6 +316,7 @@ std::span<float> ZeroEngine::grad(size_t t) { return impl_->grad(t); }
 void ZeroEngine::ready(size_t t) { impl_->ready(t); }
 void ZeroEngine::step() { impl_->step(); }
 int64_t ZeroEngine::steps_done() const { return impl_->steps_done(); }
+void ZeroEngine::set_learning_rate(float lr) { impl_->set_learning_rate(lr); }
 std::vector<float> ZeroEngine::full_params() { return impl_->full_params(); }
 MemoryReport ZeroEngine::memory() const { return impl_->memory(); }
 StepStats ZeroEngine::last_step_stats() const { return impl_->last_step_stats(); }

@@ -94,6 +94,10 @@ struct BucketInfo {
 struct StepStats {
   double comm_seconds = 0, exposed_seconds = 0;
   size_t collectives = 0;
+  /// Bytes the collectives moved per rank in nccl-tests' bus sense (all-reduce 2(n-1)/n x size,
+  /// all-gather / reduce-scatter (n-1)/n x the gathered size): bus_bytes / comm_seconds is the
+  /// bus bandwidth the step achieved.
+  double bus_bytes = 0;
 };
 
 /// Gradient buckets. Backward marks each gradient ready; buckets follow descending unit order
@@ -196,6 +200,8 @@ class ZeroEngine {
   /// all-gathers of the updated parameters (see above).
   void step();
   int64_t steps_done() const;
+  /// The learning rate of the next step() (schedules call it before each step).
+  void set_learning_rate(float lr);
 
   /// Collective: every parameter, unpadded, in tensor order (for checks and export).
   std::vector<float> full_params();

@@ -201,6 +201,15 @@ TEST(Zero, EachStepReportsItsCommunicationAndTheExposedPart) {
     if (stage == 1 || stage == 2) {
       EXPECT_GE(s.collectives, e.buckets().size() + e.layout().num_units()) << "stage " << stage;
     }
+    // Bus bytes: gradients all-reduced (2(n-1)/n) or reduce-scattered ((n-1)/n), parameters
+    // all-gathered once in stages 1-2, and in stage 3 every unit for forward plus all but the
+    // last again for backward.
+    const double n = w.size(), P = 4.0 * e.layout().padded_numel();
+    const double last = 4.0 * e.layout().unit_numel(e.layout().num_units() - 1);
+    const double want = stage <= 1 ? 2 * (n - 1) / n * P + (stage == 1 ? (n - 1) / n * P : 0)
+                        : stage == 2 ? 2 * (n - 1) / n * P
+                                     : (n - 1) / n * (3 * P - last);
+    EXPECT_NEAR(s.bus_bytes, want, 1e-9 * want) << "stage " << stage;
     EXPECT_GE(s.comm_seconds, 0.0);
     EXPECT_GE(s.exposed_seconds, 0.0);
     if (stage == 3) {
