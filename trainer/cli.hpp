@@ -1,0 +1,30 @@
+// strata-gpt's command line: the mode, the training options and what to print or write.
+#pragma once
+
+#include <string>
+
+#include "gpt_trainer.hpp"
+
+namespace gpt {
+
+struct RunOptions {
+  std::string mode = "train";  ///< "train" or "validate"
+  TrainOptions train;
+  std::string data;            ///< corpus path (default: the bundled tiny shakespeare)
+  int eval_every = 50, eval_batches = 4;
+  int sample_chars = 200;      ///< text printed after training (0: none)
+  std::string json, plot;      ///< metrics file and loss-curve SVG (empty: none)
+  std::string save;            ///< checkpoint directory (empty: none)
+  int save_every = 0;          ///< 0: only at the end when --save is given
+  std::string resume;          ///< checkpoint directory to continue from
+  double tolerance = 1e-5;     ///< validate: max |loss - reference| / reference
+  bool quiet = false;          ///< no per-step lines
+};
+
+/// Parses argv (the mode first, optional). Throws std::invalid_argument naming the bad flag or
+/// value; `help` is set when --help was asked.
+RunOptions parse_command_line(int argc, char** argv, bool& help);
+/// The --help text.
+std::string usage();
+
+}  // namespace gpt

@@ -1,0 +1,32 @@
+// strata-gpt: the reference GPT trainer. `strata-gpt --help` lists the options; docs/trainer.md
+// explains the model, the layouts and validate mode.
+#include <cstdio>
+#include <exception>
+
+#include "modes.hpp"
+#include "strata/error.hpp"
+
+int main(int argc, char** argv) {
+  gpt::RunOptions r;
+  try {
+    bool help = false;
+    r = gpt::parse_command_line(argc, argv, help);
+    if (help) {
+      std::fputs(gpt::usage().c_str(), stdout);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-gpt: %s\n%s", e.what(), gpt::usage().c_str());
+    return 2;
+  }
+  try {
+    strata::Communicator world = gpt::job_communicator();
+    const gpt::CharCorpus data(r.data);
+    r.train.model.vocab = data.vocab();
+    return r.mode == "validate" ? gpt::run_validate(world, data, r)
+                                : gpt::run_train(world, data, r);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-gpt: %s\n", e.what());
+    return 1;
+  }
+}
