@@ -41,6 +41,8 @@ Config load() {
   }
   c.node_id = text("STRATA_NODE_ID");
   c.topo_file = text("STRATA_TOPO_FILE");
+  c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128));
+  c.dump_dir = text("STRATA_DUMP_DIR");
   return c;
 }
 

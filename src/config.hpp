@@ -17,6 +17,8 @@ struct Config {
   int shm_depth = 4;                          ///< STRATA_SHM_DEPTH: staging buffers per rank
   std::string node_id;                        ///< STRATA_NODE_ID: overrides hostname + boot id
   std::string topo_file;  ///< STRATA_TOPO_FILE: read the node from this file, not the machine
+  size_t flight_records = 128;  ///< STRATA_FLIGHT_RECORDER: operations kept per communicator
+  std::string dump_dir;   ///< STRATA_DUMP_DIR: where flight records go (default: stderr)
 };
 
 /// The process's configuration (parsed on first call; malformed values throw strata::Error).

@@ -48,6 +48,10 @@ class Communicator {
   int rank() const;
   int size() const;
   const std::string& name() const;
+  /// The flight recorder: this communicator's last operations (STRATA_FLIGHT_RECORDER, 128 by
+  /// default), oldest first, with sequence number, op, dtype, count, peer or root, state and
+  /// times. The same table is printed on a timeout and on SIGUSR1 (to STRATA_DUMP_DIR if set).
+  std::string flight_record() const;
   /// The store this communicator was built on (for out-of-band agreement by the layers above).
   std::shared_ptr<Store> store() const;
 

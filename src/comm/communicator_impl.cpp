@@ -62,10 +62,12 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_), peer};
 }
 
-Work Communicator::Impl::collective(const char* op_name, int peer, size_t bytes,
+Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, size_t bytes,
                                     std::function<void(Exec&)> body) {
   comm::Op op;
   op.bytes = bytes;
+  op.dtype = data.dtype;
+  op.count = data.count;
   uint64_t seq;
   {
     std::lock_guard<std::mutex> l(seq_mu_);
@@ -85,6 +87,8 @@ Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint
   comm::Op op;
   op.is_collective = false;
   op.bytes = buf.bytes();
+  op.dtype = buf.dtype;
+  op.count = buf.count;
   {
     std::lock_guard<std::mutex> l(seq_mu_);
     op.where = ErrorContext{rank, name, is_send ? "send" : "recv", int64_t(p2p_seq_++), peer};

@@ -33,8 +33,12 @@ class Communicator::Impl {
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);
   /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
-  /// `bytes` (per rank) tells the engine how soon to start it without a waiting caller.
-  Work collective(const char* op, int peer, size_t bytes, std::function<void(Exec&)> body);
+  /// `data` names the dtype and count the flight recorder shows; `bytes` (per rank) tells the
+  /// engine how soon to start it without a waiting caller.
+  Work collective(const char* op, int peer, Buffer data, size_t bytes,
+                  std::function<void(Exec&)> body);
+  /// The flight recorder's table (see comm/flight_recorder.hpp).
+  std::string flight_record() const { return engine_->recorder().dump("on request"); }
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
   coll::Algo choose(coll::Collective c, size_t bytes) const;
   /// The group's two levels (node and rail communicators), built on first use. Called only from

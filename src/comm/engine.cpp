@@ -15,7 +15,8 @@
 namespace strata::comm {
 
 Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds timeout)
-    : worker_(std::move(worker)), timeout_(timeout) {
+    : worker_(std::move(worker)), timeout_(timeout), recorder_(config().flight_records) {
+  register_recorder(&recorder_);
   kick_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   // The worker's event fd stays readable until the worker is progressed, so it must only be
@@ -38,6 +39,7 @@ Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds ti
 void Engine::start() { thread_ = std::thread([this] { progress_loop(); }); }
 
 Engine::~Engine() {
+  unregister_recorder(&recorder_);
   stop_ = true;
   uint64_t one = 1;
   ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
@@ -88,6 +90,7 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   work->engine = weak_from_this();
   work->default_timeout = timeout_;
   op.work = work;
+  op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count);
   const size_t bytes = op.bytes;
   {
     std::lock_guard<std::mutex> q(queue_mu_);
@@ -98,19 +101,38 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   return work;
 }
 
+// Completes op's work (failed when e is set) and its flight record; a timeout also reports the
+// record, since it is what a person needs to see which rank stopped where.
+void Engine::finish_locked(Op& op, std::exception_ptr e) {
+  std::string what;
+  bool timed_out = false;
+  if (e) try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      what = err.what();
+      timed_out = err.code() == ErrorCode::timeout;
+    } catch (const std::exception& err) {
+      what = err.what();
+    }
+  recorder_.ended(op.record, what);
+  op.work->complete(e);
+  if (timed_out) recorder_.report("timeout in " + op.where.op + " seq " + std::to_string(op.where.seq));
+}
+
 void Engine::run_locked(Op& op) {
   if (!broken_.empty() && op.is_collective) {
-    op.work->complete(std::make_exception_ptr(Error(
+    finish_locked(op, std::make_exception_ptr(Error(
         ErrorCode::aborted, op.where,
         "communicator is unusable after an earlier failure: " + broken_)));
     return;
   }
   op.work->mark_running();
+  recorder_.started(op.record);
   op.deadline = Clock::now() + timeout_;
   try {
     op.run(*worker_, op);
     if (op.is_collective || worker_->test(op.request, op.where)) {
-      op.work->complete();
+      finish_locked(op, nullptr);
     } else {
       std::lock_guard<std::mutex> q(queue_mu_);
       p2p_pending_.push_back(std::move(op));
@@ -118,10 +140,10 @@ void Engine::run_locked(Op& op) {
   } catch (const Error& e) {
     if (op.is_collective) broken_ = e.what();
     STRATA_LOG(WARN, "COLL") << e.what();
-    op.work->complete(std::current_exception());
+    finish_locked(op, std::current_exception());
   } catch (const std::exception& e) {
     if (op.is_collective) broken_ = e.what();
-    op.work->complete(std::make_exception_ptr(Error(ErrorCode::internal, op.where, e.what())));
+    finish_locked(op, std::make_exception_ptr(Error(ErrorCode::internal, op.where, e.what())));
   }
 }
 
@@ -142,10 +164,10 @@ bool Engine::poll_p2p_locked() {
                         " to match it (STRATA_TIMEOUT; is that rank alive and posting the "
                         "matching " + (op.where.op == "send" ? "recv" : "send") + "?)");
       }
-      op.work->complete();
+      finish_locked(op, nullptr);
     } catch (const Error& e) {
       STRATA_LOG(WARN, "NET") << e.what();
-      op.work->complete(std::current_exception());
+      finish_locked(op, std::current_exception());
     }
     it = p2p_pending_.erase(it);
     moved = true;
@@ -177,9 +199,9 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
   }
   for (auto& op : pending) {
     worker_->cancel(op.request);
-    op.work->complete(e);
+    finish_locked(op, e);
   }
-  for (auto& op : queued) op.work->complete(e);
+  for (auto& op : queued) finish_locked(op, e);
 }
 
 void Engine::drive(detail::WorkState& target, Clock::time_point until) {

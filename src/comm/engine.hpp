@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/work_state.hpp"
+#include "comm/flight_recorder.hpp"
 #include "strata/error.hpp"
 #include "transport/ucx_worker.hpp"
 
@@ -34,6 +35,9 @@ struct Op {
   ErrorContext where;                 // rank, group, op name, seq, peer
   bool is_collective = true;
   size_t bytes = 0;                   // per rank; small operations are latency-bound
+  DataType dtype = DataType::u8;      // what the flight recorder shows
+  size_t count = 0;
+  uint64_t record = 0;                // its flight-recorder id
   std::function<void(ucx::Worker&, Op&)> run;
   coll::Request request;              // point-to-point only
   Clock::time_point deadline{};
@@ -51,11 +55,13 @@ class Engine : public std::enable_shared_from_this<Engine> {
   /// Drives the queue from the calling thread until `target` finishes or `until` passes.
   void drive(detail::WorkState& target, Clock::time_point until);
   std::chrono::milliseconds timeout() const { return timeout_; }
+  const FlightRecorder& recorder() const { return recorder_; }
 
  private:
   // All of the following need exec_mu_.
   bool step_locked();                 // runs one queued op or polls p2p; true if anything moved
   void run_locked(Op& op);
+  void finish_locked(Op& op, std::exception_ptr e);
   bool poll_p2p_locked();
   void fail_all_locked(const std::exception_ptr& e);
   void progress_loop();
@@ -64,6 +70,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   std::unique_ptr<ucx::Worker> worker_;
   std::chrono::milliseconds timeout_;
+  FlightRecorder recorder_;
   std::timed_mutex exec_mu_;          // owner of the worker
   std::mutex queue_mu_;
   std::deque<Op> queue_;
