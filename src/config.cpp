@@ -43,6 +43,7 @@ Config load() {
   c.topo_file = text("STRATA_TOPO_FILE");
   c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128));
   c.dump_dir = text("STRATA_DUMP_DIR");
+  c.check = number("STRATA_CHECK", 0) != 0;
   return c;
 }
 

@@ -18,6 +18,7 @@ struct Config {
   std::string node_id;                        ///< STRATA_NODE_ID: overrides hostname + boot id
   std::string topo_file;  ///< STRATA_TOPO_FILE: read the node from this file, not the machine
   size_t flight_records = 128;  ///< STRATA_FLIGHT_RECORDER: operations kept per communicator
+  bool check = false;     ///< STRATA_CHECK=1: collectives agree on a fingerprint first
   std::string dump_dir;   ///< STRATA_DUMP_DIR: where flight records go (default: stderr)
 };
 

@@ -58,7 +58,7 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
   const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
-  return c.collective("all_reduce", -1, in, in.bytes(), [=, &c](Exec& e) {
+  return c.collective("all_reduce", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (in.count == 0) return;
     switch (algo) {
       case coll::Algo::hierarchical:
@@ -89,7 +89,7 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
   const coll::Algo algo = c.choose(coll::Collective::reduce_scatter, in.bytes());
-  return c.collective("reduce_scatter", -1, in, in.bytes(), [=, &c](Exec& e) {
+  return c.collective("reduce_scatter", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (out.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
       comm::hierarchical_reduce_scatter(c.hierarchy(e.where), in.data, out.data, out.count, in.dtype, op,
@@ -113,7 +113,7 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   const bool in_place = in.data == at(out, in.count * c.rank);
   check.no_overlap(in, out, in_place);
   const coll::Algo algo = c.choose(coll::Collective::all_gather, out.bytes());
-  return c.collective("all_gather", -1, in, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
+  return c.collective("all_gather", -1, in, -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
     if (in.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
       comm::hierarchical_all_gather(c.hierarchy(e.where), in.data, out.data, in.count, in.dtype,
@@ -163,7 +163,8 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   check.no_overlap(in, out, false);
   const coll::Algo algo =
       uniform ? c.choose(coll::Collective::all_to_all, in.bytes()) : coll::Algo::pairwise;
-  return c.collective("all_to_all", -1, in, in.bytes(), [=, &c](Exec& e) {
+  const char* name = uniform ? "all_to_all" : "all_to_allv";
+  return c.collective(name, -1, in, -1, in.bytes(), [=, &c](Exec& e) {
     if (algo == coll::Algo::hierarchical) {
       if (sc[0] > 0)
         comm::hierarchical_all_to_all(c.hierarchy(e.where), in.data, out.data, sc[0], in.dtype,
@@ -215,7 +216,7 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
     check.no_overlap(in, out, in.data == out.data);
   }
   const coll::Algo algo = c.choose(coll::Collective::broadcast, out.bytes());
-  return c.collective("broadcast", root, out, out.bytes(), [=](Exec& e) {
+  return c.collective("broadcast", root, out, -1, out.bytes(), [=](Exec& e) {
     if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
     if (out.count == 0) return;
     if (algo == coll::Algo::shm) {
@@ -239,7 +240,7 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
     check.count(out, in.count, "output", "reduce output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  return c.collective("reduce", root, in, in.bytes(), [=](Exec& e) {
+  return c.collective("reduce", root, in, int(op), in.bytes(), [=](Exec& e) {
     if (in.count > 0) coll::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
   });
 }
@@ -256,7 +257,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
     check.count(out, in.count * c.size, "output", "gather output at root is size() * input count");
     check.no_overlap(in, out, in.data == at(out, in.count * root));
   }
-  return c.collective("gather", root, in, in.bytes() * c.size, [=](Exec& e) {
+  return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](Exec& e) {
     if (in.count > 0) coll::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
   });
 }
@@ -273,7 +274,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
     check.count(in, out.count * c.size, "input", "scatter input at root is size() * output count");
     check.no_overlap(in, out, out.data == at(in, out.count * root));
   }
-  return c.collective("scatter", root, out, out.bytes() * c.size, [=](Exec& e) {
+  return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](Exec& e) {
     if (out.count > 0) coll::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
   });
 }
@@ -296,7 +297,7 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
 
 Work Communicator::barrier() {
   auto& c = checked(impl_);
-  return c.collective("barrier", -1, Buffer{}, 0, [](Exec& e) { coll::dissemination_barrier(e.p2p); });
+  return c.collective("barrier", -1, Buffer{}, -1, 0, [](Exec& e) { coll::dissemination_barrier(e.p2p); });
 }
 
 Communicator Communicator::split(int color, int key, const CommOptions& options) {

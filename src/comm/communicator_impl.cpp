@@ -1,6 +1,7 @@
 #include "comm/communicator_impl.hpp"
 
 #include "bootstrap/node_identity.hpp"
+#include "comm/fingerprint.hpp"
 #include "config.hpp"
 #include "log.hpp"
 
@@ -62,12 +63,13 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_), peer};
 }
 
-Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, size_t bytes,
-                                    std::function<void(Exec&)> body) {
+Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
+                                    size_t bytes, std::function<void(Exec&)> body) {
   comm::Op op;
   op.bytes = bytes;
   op.dtype = data.dtype;
   op.count = data.count;
+  op.reduce = reduce;
   uint64_t seq;
   {
     std::lock_guard<std::mutex> l(seq_mu_);
@@ -77,6 +79,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.run = [this, body = std::move(body), seq](ucx::Worker& w, comm::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     w.begin_collective(seq, self.where, self.deadline);
+    if (config().check) comm::agree_on_fingerprint(w, self);
     Exec e{w, shm_.get(), self.deadline, self.where};
     body(e);
   };

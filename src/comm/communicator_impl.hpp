@@ -33,9 +33,10 @@ class Communicator::Impl {
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);
   /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
-  /// `data` names the dtype and count the flight recorder shows; `bytes` (per rank) tells the
+  /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank) tells the
   /// engine how soon to start it without a waiting caller.
-  Work collective(const char* op, int peer, Buffer data, size_t bytes,
+  /// `reduce`: the ReduceOp of a reduction (for STRATA_CHECK's fingerprint), else -1.
+  Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
                   std::function<void(Exec&)> body);
   /// The flight recorder's table (see comm/flight_recorder.hpp).
   std::string flight_record() const { return engine_->recorder().dump("on request"); }

@@ -37,6 +37,7 @@ struct Op {
   size_t bytes = 0;                   // per rank; small operations are latency-bound
   DataType dtype = DataType::u8;      // what the flight recorder shows
   size_t count = 0;
+  int reduce = -1;                    // the ReduceOp of reductions, else -1
   uint64_t record = 0;                // its flight-recorder id
   std::function<void(ucx::Worker&, Op&)> run;
   coll::Request request;              // point-to-point only

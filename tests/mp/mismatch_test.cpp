@@ -1,0 +1,95 @@
+// STRATA_CHECK=1: ranks that call different collectives (count, dtype, reduction, root or the
+// operation itself) all fail at once with both calls named, instead of hanging or corrupting.
+// Run by the mp_check_* tests, which set STRATA_CHECK=1; skipped elsewhere.
+#include <cstdlib>
+
+#include "mp.hpp"
+
+using namespace strata;
+
+namespace {
+
+bool checking() {
+  const char* v = std::getenv("STRATA_CHECK");
+  return v && std::string(v) != "0";
+}
+
+// Every rank runs `call(comm, odd)` on a fresh group, where `odd` is true on rank 0 only, and
+// expects an invalid_argument naming the mismatch with both of `mine_0` and `mine_rest`.
+template <typename F>
+void expect_mismatch(F call, const std::string& on_rank0, const std::string& on_others) {
+  auto& w = mp::world();
+  Communicator c = w.split(0, w.rank());
+  const bool odd = w.rank() == 0;
+  try {
+    call(c, odd).wait();
+    ADD_FAILURE() << "no error on rank " << w.rank();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
+    EXPECT_NE(m.find("collective mismatch"), std::string::npos) << m;
+    EXPECT_NE(m.find(on_rank0), std::string::npos) << m;
+    EXPECT_NE(m.find(on_others), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+
+TEST(Mismatch, Count) {
+  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  std::vector<float> a(5, 1.0f);
+  expect_mismatch(
+      [&](Communicator& c, bool odd) {
+        return c.all_reduce(Buffer{a.data(), odd ? 4u : 5u, DataType::f32}, ReduceOp::sum);
+      },
+      "all_reduce(f32 x 4, sum", "all_reduce(f32 x 5, sum");
+}
+
+TEST(Mismatch, Dtype) {
+  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  std::vector<double> a(4, 1.0);
+  expect_mismatch(
+      [&](Communicator& c, bool odd) {
+        return c.all_reduce(Buffer{a.data(), odd ? 8u : 4u, odd ? DataType::f32 : DataType::f64},
+                            ReduceOp::sum);
+      },
+      "all_reduce(f32 x 8", "all_reduce(f64 x 4");
+}
+
+TEST(Mismatch, Reduction) {
+  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  std::vector<float> a(4, 1.0f);
+  expect_mismatch(
+      [&](Communicator& c, bool odd) {
+        return c.all_reduce(buffer(a), odd ? ReduceOp::max : ReduceOp::sum);
+      },
+      "f32 x 4, max", "f32 x 4, sum");
+}
+
+TEST(Mismatch, Root) {
+  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  std::vector<int32_t> a(3, 1);
+  expect_mismatch([&](Communicator& c, bool odd) { return c.broadcast(buffer(a), odd ? 0 : 1); },
+                  "broadcast(i32 x 3, root 0", "broadcast(i32 x 3, root 1");
+}
+
+TEST(Mismatch, DifferentCollective) {
+  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  const int n = mp::world().size();
+  std::vector<float> in(4, 1.0f), out(4 * size_t(n));
+  expect_mismatch(
+      [&](Communicator& c, bool odd) {
+        return odd ? c.all_gather(buffer(in), buffer(out)) : c.all_reduce(buffer(in), ReduceOp::sum);
+      },
+      "all_gather(f32 x 4", "all_reduce(f32 x 4, sum");
+}
+
+TEST(Mismatch, MatchingCallsStillAgreeAndComputeTheSum) {
+  if (!checking()) GTEST_SKIP() << "needs STRATA_CHECK=1";
+  auto& w = mp::world();
+  std::vector<float> a(1000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(w.rank() + 1) * float(i % 7);
+  w.all_reduce(buffer(a), ReduceOp::sum).wait();
+  const float ranks = float(w.size() * (w.size() + 1) / 2);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], ranks * float(i % 7)) << i;
+}
