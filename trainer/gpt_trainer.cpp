@@ -76,9 +76,13 @@ struct Trainer::Impl {
     for (size_t t = 0; t < tensors; ++t) engine.set_param(t, init_tensor(o.model, o.seed, t));
   }
 
+  template <typename V, typename F>
+  std::vector<V> per_tensor(size_t u, F get);
   Params unit_params(size_t u);
   Grads unit_grads(size_t u);
   void ready_unit(size_t u);
+  void load_batch(Split split, int step, int m);
+  float forward();
   float micro_step(int step, int m, bool last);
   float reduce_mean(float local);
 
@@ -91,37 +95,32 @@ struct Trainer::Impl {
   std::vector<int> tokens, targets;
 };
 
-Params Trainer::Impl::unit_params(size_t u) {
-  Params p;
+template <typename V, typename F>
+std::vector<V> Trainer::Impl::per_tensor(size_t u, F get) {
+  std::vector<V> out;
   const auto& L = engine.layout();
-  for (size_t t = L.unit_first_tensor(u); t < L.unit_last_tensor(u); ++t)
-    p.push_back(engine.param(t));
-  return p;
+  for (size_t t = L.unit_first_tensor(u); t < L.unit_last_tensor(u); ++t) out.push_back(get(t));
+  return out;
+}
+
+Params Trainer::Impl::unit_params(size_t u) {
+  return per_tensor<std::span<const float>>(u, [&](size_t t) { return engine.param(t); });
 }
 
 Grads Trainer::Impl::unit_grads(size_t u) {
-  Grads g;
-  const auto& L = engine.layout();
-  for (size_t t = L.unit_first_tensor(u); t < L.unit_last_tensor(u); ++t)
-    g.push_back(engine.grad(t));
-  return g;
+  return per_tensor<std::span<float>>(u, [&](size_t t) { return engine.grad(t); });
 }
 
-void Trainer::Impl::ready_unit(size_t u) {
-  const auto& L = engine.layout();
-  for (size_t t = L.unit_first_tensor(u); t < L.unit_last_tensor(u); ++t) engine.ready(t);
-}
-
-// One micro-batch: forward and backward through every unit. Unit 0 (embeddings) stays gathered
-// for the whole pass because the tied head reads wte again at the end of forward and the
-// embeddings' backward needs it last.
-float Trainer::Impl::micro_step(int step, int m, bool last) {
-  const int L = o.model.layers, T = o.model.ctx;
+void Trainer::Impl::load_batch(Split split, int step, int m) {
   const size_t first = size_t(dp.rank()) * size_t(o.micro_batches * micro) + size_t(m * micro);
-  data.batch(Split::train, o.seed, uint64_t(step), first, size_t(micro), T, tokens, targets);
-  const size_t head = size_t(L) + 1;
-  const bool acc = m > 0;
+  data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
+}
 
+// Forward through every unit; returns the micro-batch's mean loss. Unit 0 (embeddings) stays
+// gathered: the tied head reads wte again at the end, and backward needs it last.
+float Trainer::Impl::forward() {
+  const int L = o.model.layers;
+  const size_t head = size_t(L) + 1;
   engine.begin_forward();
   engine.gather(0);
   model.embed(tokens, unit_params(0));
@@ -133,6 +132,21 @@ float Trainer::Impl::micro_step(int step, int m, bool last) {
   engine.gather(head);
   const float loss = model.head(targets, unit_params(head), engine.param(0));
   engine.release(head);
+  return loss;
+}
+
+void Trainer::Impl::ready_unit(size_t u) {
+  const auto& L = engine.layout();
+  for (size_t t = L.unit_first_tensor(u); t < L.unit_last_tensor(u); ++t) engine.ready(t);
+}
+
+// One micro-batch: forward, then backward through every unit in reverse order.
+float Trainer::Impl::micro_step(int step, int m, bool last) {
+  const int L = o.model.layers;
+  const size_t head = size_t(L) + 1;
+  const bool acc = m > 0;
+  load_batch(Split::train, step, m);
+  const float loss = forward();
 
   engine.begin_backward();
   engine.gather(head);
@@ -185,25 +199,11 @@ StepReport Trainer::step() {
 
 float Trainer::evaluate(int batches) {
   Impl& I = *impl_;
-  const int L = I.o.model.layers, T = I.o.model.ctx;
-  const size_t per_rank = size_t(I.o.micro_batches * I.micro), head = size_t(L) + 1;
   double sum = 0;
   for (int b = 0; b < batches; ++b) {
     for (int m = 0; m < I.o.micro_batches; ++m) {
-      const size_t first = size_t(I.dp.rank()) * per_rank + size_t(m * I.micro);
-      I.data.batch(Split::val, I.o.seed, uint64_t(b), first, size_t(I.micro), T, I.tokens,
-                   I.targets);
-      I.engine.begin_forward();
-      I.engine.gather(0);
-      I.model.embed(I.tokens, I.unit_params(0));
-      for (int l = 0; l < L; ++l) {
-        I.engine.gather(size_t(1 + l));
-        I.model.block(l, I.unit_params(size_t(1 + l)));
-        I.engine.release(size_t(1 + l));
-      }
-      I.engine.gather(head);
-      sum += I.model.head(I.targets, I.unit_params(head), I.engine.param(0));
-      I.engine.release(head);
+      I.load_batch(Split::val, b, m);
+      sum += I.forward();
       I.engine.release(0);
     }
   }
