@@ -16,7 +16,8 @@ void pairwise_all_to_allv(P2P& p, const void* in, const size_t* sc, const size_t
   const int n = p.size(), r = p.rank();
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  std::memmove(dst + rd[r] * es, src + sd[r] * es, sc[r] * es);
+  // Own block: a local copy (skipped when empty: the buffers may then be null).
+  if (sc[r] > 0) std::memmove(dst + rd[r] * es, src + sd[r] * es, sc[r] * es);
   for (int k = 1; k < n; ++k) {
     const int to = (r + k) % n, from = (r - k + n) % n;
     sendrecv(p, to, src + sd[to] * es, sc[to] * es, from, dst + rd[from] * es, rc[from] * es,
