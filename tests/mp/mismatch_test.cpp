@@ -33,10 +33,17 @@ void expect_mismatch(F call, const std::string& on_rank0, const std::string& on_
   }
 }
 
+// Mismatch tests need the check on (mp_check_* sets it) and a second rank to disagree with.
+class Mismatch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+  }
+};
+
 }  // namespace
 
-TEST(Mismatch, Count) {
-  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+TEST_F(Mismatch, Count) {
   std::vector<float> a(5, 1.0f);
   expect_mismatch(
       [&](Communicator& c, bool odd) {
@@ -45,8 +52,7 @@ TEST(Mismatch, Count) {
       "all_reduce(f32 x 4, sum", "all_reduce(f32 x 5, sum");
 }
 
-TEST(Mismatch, Dtype) {
-  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+TEST_F(Mismatch, Dtype) {
   std::vector<double> a(4, 1.0);
   expect_mismatch(
       [&](Communicator& c, bool odd) {
@@ -56,8 +62,7 @@ TEST(Mismatch, Dtype) {
       "all_reduce(f32 x 8", "all_reduce(f64 x 4");
 }
 
-TEST(Mismatch, Reduction) {
-  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+TEST_F(Mismatch, Reduction) {
   std::vector<float> a(4, 1.0f);
   expect_mismatch(
       [&](Communicator& c, bool odd) {
@@ -66,15 +71,13 @@ TEST(Mismatch, Reduction) {
       "f32 x 4, max", "f32 x 4, sum");
 }
 
-TEST(Mismatch, Root) {
-  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+TEST_F(Mismatch, Root) {
   std::vector<int32_t> a(3, 1);
   expect_mismatch([&](Communicator& c, bool odd) { return c.broadcast(buffer(a), odd ? 0 : 1); },
                   "broadcast(i32 x 3, root 0", "broadcast(i32 x 3, root 1");
 }
 
-TEST(Mismatch, DifferentCollective) {
-  if (!checking() || mp::world().size() < 2) GTEST_SKIP() << "needs STRATA_CHECK=1 and 2 ranks";
+TEST_F(Mismatch, DifferentCollective) {
   const int n = mp::world().size();
   std::vector<float> in(4, 1.0f), out(4 * size_t(n));
   expect_mismatch(
@@ -84,7 +87,7 @@ TEST(Mismatch, DifferentCollective) {
       "all_gather(f32 x 4", "all_reduce(f32 x 4, sum");
 }
 
-TEST(Mismatch, MatchingCallsStillAgreeAndComputeTheSum) {
+TEST(MismatchCheck, MatchingCallsStillAgreeAndComputeTheSum) {
   if (!checking()) GTEST_SKIP() << "needs STRATA_CHECK=1";
   auto& w = mp::world();
   std::vector<float> a(1000);
