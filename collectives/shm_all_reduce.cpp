@@ -24,11 +24,12 @@ void all_reduce_small(ShmContext c, const void* in, void* out, size_t count, Dat
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const size_t bytes = count * dtype_size(dt);
+  const Expect e{Kind::all_reduce, bytes};
   const uint64_t seq = s.next_chunk++;
   if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
   std::memcpy(s.buffer(r, seq), in, bytes);
-  publish(s, &SlotHeader::written, seq + 1);
-  wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
+  publish_written(s, seq, e);
+  for (int j = 0; j < n; ++j) wait_written(s, j, seq, e, c.deadline, c.where);
   reduce(out, s.buffer(0, seq), s.buffer(1, seq), count, dt, op);
   for (int j = 2; j < n; ++j) reduce(out, out, s.buffer(j, seq), count, dt, op);
   if (op == ReduceOp::avg) divide_by(out, count, dt, n);
@@ -52,6 +53,7 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
   auto* dst = static_cast<uint8_t*>(out);
   // Results of a message larger than the caches go to the caller's buffer with streaming stores.
   auto put = count * es >= kStreamingBytes ? copy_streaming : copy;
+  const Expect e{Kind::all_reduce, count * es};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
@@ -60,11 +62,11 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
     if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
     uint8_t* mine = s.buffer(r, seq);
     copy(mine, src + off * es, k * es);
-    publish(s, &SlotHeader::written, seq + 1);
+    publish_written(s, seq, e);
     // 2. Fold every peer's copy of my sub-block into mine, in place in my slot (only I touch
     //    that part of it), publish it for the peers, then write it out. Only this rank computes
     //    this sub-block, so every rank ends with the same bits.
-    wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
+    for (int j = 0; j < n; ++j) wait_written(s, j, seq, e, c.deadline, c.where);
     const size_t o = sub.offset(r) * es, len = sub.count(r);
     uint8_t* res = mine + o;
     for (int j = 0; j < n; ++j) {

@@ -28,16 +28,17 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
+  const Expect e{Kind::all_gather, bytes};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_free(c, seq);
     copy(s.buffer(r, seq), src + off, k);
-    publish(s, &SlotHeader::written, seq + 1);
+    publish_written(s, seq, e);
     if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
-      wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      wait_written(s, j, seq, e, c.deadline, c.where);
       put(dst + j * bytes + off, s.buffer(j, seq), k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
@@ -51,6 +52,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
+  const Expect e{Kind::all_to_all, bytes};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
@@ -59,11 +61,11 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
     for (int j = 0; j < n; ++j) {
       if (j != r) copy(mine + j * k, src + j * bytes + off, k);
     }
-    publish(s, &SlotHeader::written, seq + 1);
+    publish_written(s, seq, e);
     put(dst + r * bytes + off, src + r * bytes + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
-      wait_for(s, j, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      wait_written(s, j, seq, e, c.deadline, c.where);
       put(dst + j * bytes + off, s.buffer(j, seq) + r * k, k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
@@ -75,15 +77,16 @@ void shm_broadcast(ShmContext c, void* buf, size_t bytes, int root) {
   const int r = s.rank();
   const size_t per_chunk = s.chunk_bytes();
   auto* data = static_cast<uint8_t*>(buf);
+  const Expect e{Kind::broadcast, bytes};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     if (r == root) {
       wait_free(c, seq);
       copy(s.buffer(root, seq), data + off, k);
-      publish(s, &SlotHeader::written, seq + 1);
+      publish_written(s, seq, e);
     } else {
-      wait_for(s, root, &SlotHeader::written, seq + 1, c.deadline, c.where);
+      wait_written(s, root, seq, e, c.deadline, c.where);
       copy(data + off, s.buffer(root, seq), k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);

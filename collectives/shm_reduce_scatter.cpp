@@ -22,14 +22,15 @@ void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, D
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = count * es >= kStreamingBytes ? copy_streaming : copy;
+  const Expect e{Kind::reduce_scatter, count * es};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
     if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
     uint8_t* mine = s.buffer(r, seq);
     for (int j = 0; j < n; ++j) copy(mine + j * k * es, src + (j * count + off) * es, k * es);
-    publish(s, &SlotHeader::written, seq + 1);
-    wait_all(s, &SlotHeader::written, seq + 1, c.deadline, c.where);
+    publish_written(s, seq, e);
+    for (int j = 0; j < n; ++j) wait_written(s, j, seq, e, c.deadline, c.where);
     // Fold the peers' slices of block r into mine, in my own slot (only I read that slice),
     // then write the result out.
     const size_t o = r * k * es;

@@ -24,6 +24,17 @@ void futex_wait(strata::shm::Counter& c, uint32_t seen, std::chrono::millisecond
 
 }  // namespace
 
+const char* kind_name(uint32_t k) {
+  switch (Kind(k)) {
+    case Kind::all_reduce: return "all_reduce";
+    case Kind::reduce_scatter: return "reduce_scatter";
+    case Kind::all_gather: return "all_gather";
+    case Kind::all_to_all: return "all_to_all";
+    case Kind::broadcast: return "broadcast";
+  }
+  return "unknown collective";
+}
+
 void publish(strata::shm::Segment& s, Field f, uint64_t value) {
   auto& c = s.header(s.rank()).*f;
   c.value.store(value, std::memory_order_seq_cst);
@@ -58,6 +69,16 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
     }
   }
   for (;;) {
+    // Asleep, a dead peer would only show at the deadline: ask whether one has died, or whether
+    // the peer has abandoned this collective.
+    if (s.watchdog()) s.watchdog()->check(where);
+    if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
+      ErrorContext w = where;
+      w.peer = rank;
+      throw Error(ErrorCode::peer_failure, w,
+                  "rank " + std::to_string(rank) +
+                      " abandoned this collective (see its error: the ranks disagree on it)");
+    }
     // Announce the sleep, then look once more: publish() stores before it reads `waiters`, so
     // either it sees us or we see its value.
     c.waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -76,6 +97,34 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
                       " (STRATA_TIMEOUT; is that rank alive and in the same collective?)");
     }
   }
+}
+
+void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e) {
+  auto& st = s.header(s.rank()).stamps[chunk % uint64_t(s.depth())];
+  st.chunk.store(chunk, std::memory_order_relaxed);
+  st.bytes.store(e.bytes, std::memory_order_relaxed);
+  st.kind.store(uint32_t(e.kind), std::memory_order_relaxed);
+  publish(s, &strata::shm::SlotHeader::written, chunk + 1);  // releases the stamp with it
+}
+
+void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e,
+                  Clock::time_point deadline, const ErrorContext& where) {
+  wait_for(s, rank, &strata::shm::SlotHeader::written, chunk + 1, deadline, where);
+  const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
+  const uint64_t bytes = st.bytes.load(std::memory_order_relaxed);
+  const uint32_t kind = st.kind.load(std::memory_order_relaxed);
+  if (bytes == e.bytes && kind == uint32_t(e.kind) &&
+      st.chunk.load(std::memory_order_relaxed) == chunk) {
+    return;
+  }
+  s.header(s.rank()).gave_up.store(1, std::memory_order_release);
+  ErrorContext w = where;
+  w.peer = rank;
+  throw Error(ErrorCode::peer_failure, w,
+              "size mismatch: this rank is in " + std::string(kind_name(uint32_t(e.kind))) +
+                  " of " + std::to_string(e.bytes) + " bytes per rank, rank " +
+                  std::to_string(rank) + " in " + kind_name(kind) + " of " +
+                  std::to_string(bytes) + " bytes (do the ranks pass the same counts and dtypes?)");
 }
 
 }  // namespace strata::coll::shm_sync

@@ -5,6 +5,7 @@
 // cores. The deadline bounds every wait.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "shm/segment.hpp"
@@ -19,6 +20,25 @@ void publish(strata::shm::Segment& s, Field f, uint64_t value);
 /// Waits until `rank`'s counter reaches `value`; throws (timeout, naming the peer) at `deadline`.
 void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
               Clock::time_point deadline, const ErrorContext& where);
+
+/// The collective a staged chunk belongs to.
+enum class Kind : uint32_t { all_reduce = 1, reduce_scatter, all_gather, all_to_all, broadcast };
+
+/// What every rank of a collective must agree on: its kind and its bytes per rank. Readers check
+/// the writer's before they touch a chunk, so ranks that disagree on the size fail with an error
+/// naming both sizes instead of reading past what was staged (the always-on size check).
+struct Expect {
+  Kind kind;
+  uint64_t bytes;
+};
+
+/// Stamps staging buffer `chunk` with `e`, then publishes it (written = chunk + 1).
+void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e);
+
+/// Waits until `rank` has staged `chunk`, then checks its stamp against `e`; on a mismatch marks
+/// this rank as having given up and throws (peer_failure, naming `rank` and both collectives).
+void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e,
+                  Clock::time_point deadline, const ErrorContext& where);
 
 /// Waits until every rank's counter reaches `value`.
 inline void wait_all(strata::shm::Segment& s, Field f, uint64_t value, Clock::time_point deadline,

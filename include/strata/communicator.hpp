@@ -26,6 +26,10 @@ struct CommOptions {
 /// communicators progress independently. Arguments are checked before any byte moves; a bad call
 /// throws strata::Error naming the rank, group, operation, sequence number and peer.
 ///
+/// When a peer dies (or aborts), every pending and later operation on the group fails with
+/// ErrorCode::peer_failure (or aborted) naming it: at once for a peer on this machine or a
+/// connection the network reports broken, otherwise at the operation's deadline (STRATA_TIMEOUT).
+///
 /// Buffer rules (as NCCL): out-of-place buffers must not overlap; an operation is in-place when
 ///  - all_reduce, broadcast, reduce: output.data == input.data;
 ///  - all_gather: input.data == output.data + rank * input.bytes();
@@ -85,6 +89,12 @@ class Communicator {
   Work recv(Buffer output, int peer, uint32_t tag = 0);
   /// Completes when every rank has entered it.
   Work barrier();
+
+  /// Ends this group at once, like ncclCommAbort: every queued or running operation fails with
+  /// ErrorCode::aborted (a running one within about 100 ms), the other ranks' operations on the
+  /// group fail naming this rank, the progress thread stops, and every later call fails. Any
+  /// thread may call it, including while another waits. Memory is freed with the last handle.
+  void abort();
 
   /// Collective: ranks that pass the same `color` form a new communicator, ordered by (key, rank).
   /// A rank passing a negative color takes part but gets an empty Communicator back.

@@ -51,6 +51,8 @@ class TcpStoreServer {
   uint16_t port() const;
   /// Number of connections refused so far (bad token, malformed frames, oversized messages).
   uint64_t rejected_connections() const;
+  /// Client connections open now.
+  size_t open_connections() const;
 
   class Impl;
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "bootstrap/job_env.hpp"
 #include "config.hpp"
@@ -16,21 +17,54 @@
 namespace strata::bootstrap {
 namespace {
 
+// Under from_env the store is served by rank 0, so a store that goes away or never comes up
+// means rank 0 went away: say so (peer 0), since that is the process to look at.
+template <typename F>
+auto blame_rank0(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    const bool unreachable = e.code() == ErrorCode::timeout && e.where().op == "store.connect";
+    if (e.code() != ErrorCode::peer_failure && !unreachable) throw;
+    ErrorContext w = e.where();
+    w.peer = 0;
+    throw Error(ErrorCode::peer_failure, w,
+                std::string("the job's store, served by rank 0, is gone or was never up (did "
+                            "rank 0 die?): ") + e.what());
+  }
+}
+
 /// Rank 0 owns the server; every rank talks to it through a client.
 class JobStore final : public Store {
  public:
   JobStore(std::unique_ptr<TcpStoreServer> server, const TcpStoreOptions& client)
-      : server_(std::move(server)), client_(client) {}
-  void set(const std::string& k, const Bytes& v) override { client_.set(k, v); }
-  Bytes get(const std::string& k, std::chrono::milliseconds t) override { return client_.get(k, t); }
-  int64_t add(const std::string& k, int64_t d) override { return client_.add(k, d); }
+      : server_(std::move(server)),
+        client_(blame_rank0([&] { return std::make_unique<TcpStore>(client); })) {}
+  // Rank 0 serves until the other ranks have let go (bounded): when it fails because another
+  // rank died, the others must see that rank's absence, not the store's.
+  ~JobStore() override {
+    client_.reset();
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (server_ && server_->open_connections() > 0 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  void set(const std::string& k, const Bytes& v) override {
+    blame_rank0([&] { client_->set(k, v); });
+  }
+  Bytes get(const std::string& k, std::chrono::milliseconds t) override {
+    return blame_rank0([&] { return client_->get(k, t); });
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    return blame_rank0([&] { return client_->add(k, d); });
+  }
   void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
-    client_.wait(k, t);
+    blame_rank0([&] { client_->wait(k, t); });
   }
 
  private:
   std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client
-  TcpStore client_;
+  std::unique_ptr<TcpStore> client_;
 };
 
 std::string random_token() {
@@ -87,6 +121,7 @@ std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
   if (!initialized) MPI_Finalize();
   std::istringstream in(msg);
   TcpStoreOptions co;
+  co.connect_timeout = config().timeout;
   unsigned port = 0;
   in >> co.host >> port >> co.token;
   co.port = uint16_t(port);
@@ -102,6 +137,7 @@ std::shared_ptr<Store> connect_torchrun(const JobEnv& env) {
   o.host = env.master_addr;
   o.port = uint16_t(env.master_port);
   o.token = env.token;
+  o.connect_timeout = config().timeout;  // rank 0 may start late, but not later than any deadline
   std::unique_ptr<TcpStoreServer> server;
   if (env.rank == 0) {
     server = std::make_unique<TcpStoreServer>(o);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <sstream>
 
+#include "bootstrap/await_rank.hpp"
 #include "config.hpp"
 
 namespace strata::bootstrap {
@@ -28,22 +30,29 @@ std::string node_identity() {
   return std::string(host) + "/" + boot_id();
 }
 
-NodeLayoutInfo node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
-  // "<node identity>\n<boot id>": the node as the job sees it, and the kernel it really runs on.
-  const std::string me = node_identity() + "\n" + boot_id();
+NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
+                           std::chrono::milliseconds timeout) {
+  // "<node identity>\n<boot id>\n<process>": the node as the job sees it, the kernel it really
+  // runs on, and the process (bootstrap/process_id.hpp).
+  const std::string me =
+      node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode();
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
-  const std::string my_kernel = me.substr(me.find('\n') + 1);
+  const std::string my_kernel = boot_id();
   std::vector<std::string> seen;
   NodeLayoutInfo info;
   for (int r = 0; r < size; ++r) {
-    Bytes b = store.get("node/" + std::to_string(r), timeout);
-    const std::string text(b.begin(), b.end());
-    const size_t cut = text.find('\n');
-    const std::string id = text.substr(0, cut);
+    Bytes b = get_published(store, "node/" + std::to_string(r), r, "its node identity", where,
+                            timeout);
+    std::istringstream text(std::string(b.begin(), b.end()));
+    std::string id, kernel, process;
+    std::getline(text, id);
+    std::getline(text, kernel);
+    std::getline(text, process);
     auto it = std::find(seen.begin(), seen.end(), id);
     info.node_of_rank.push_back(int(it - seen.begin()));
     if (it == seen.end()) seen.push_back(id);
-    info.ranks_on_my_kernel += cut != std::string::npos && text.substr(cut + 1) == my_kernel;
+    info.ranks_on_my_kernel += kernel == my_kernel;
+    info.process_of_rank.push_back(ProcessId::decode(process));
   }
   // A sub-group sees fewer ranks here than really compete for the cores: keep the most any group
   // of this process saw (the world group, created first, sees them all).

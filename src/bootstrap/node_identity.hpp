@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/process_id.hpp"
+#include "strata/error.hpp"
 #include "strata/store.hpp"
 
 namespace strata::bootstrap {
@@ -20,10 +22,14 @@ struct NodeLayoutInfo {
   /// ranks that compete for these cores, also when STRATA_NODE_ID emulates several nodes here.
   /// At least the most any earlier group of this process counted.
   int ranks_on_my_kernel = 0;
+  /// Every rank's process, so that peers on this machine can be watched for death.
+  std::vector<ProcessId> process_of_rank;
 };
 
-/// Collective over the ranks of `store`: where each of the `size` ranks runs.
-NodeLayoutInfo node_layout(Store& store, int rank, int size, std::chrono::milliseconds timeout);
+/// Collective over the ranks of `store`: where each of the `size` ranks runs. A rank that never
+/// publishes is named in the error (context `where`).
+NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
+                           std::chrono::milliseconds timeout);
 
 /// Cores this process may run on (its affinity mask).
 int usable_cores();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "bootstrap/await_rank.hpp"
 #include "collectives/algorithms.hpp"
 #include "comm/communicator_impl.hpp"
 #include "comm/hierarchical.hpp"
@@ -35,11 +36,16 @@ Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int si
                 "need a store and 0 <= rank < size (got rank " + std::to_string(rank) +
                     ", size " + std::to_string(size) + ")");
   }
-  Communicator c(std::make_shared<Impl>(std::move(store), rank, size, options));
-  // Every rank has read every address once this returns, so rank 0 may retire the store, and
-  // the endpoints are wired up before the first timed operation.
-  c.barrier().wait();
-  return c;
+  try {
+    Communicator c(std::make_shared<Impl>(store, rank, size, options));
+    // Every rank has read every address once this returns, so rank 0 may retire the store, and
+    // the endpoints are wired up before the first timed operation.
+    c.barrier().wait();
+    return c;
+  } catch (const Error& e) {
+    bootstrap::report_failure(*store, e);  // ranks still setting up fail at once, naming the same
+    throw;
+  }
 }
 
 int Communicator::rank() const { return checked(impl_).rank; }
@@ -47,6 +53,7 @@ int Communicator::size() const { return checked(impl_).size; }
 const std::string& Communicator::name() const { return checked(impl_).name; }
 std::string Communicator::flight_record() const { return checked(impl_).flight_record(); }
 std::shared_ptr<Store> Communicator::store() const { return checked(impl_).store; }
+void Communicator::abort() { checked(impl_).abort(); }
 
 Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   auto& c = checked(impl_);

@@ -16,18 +16,27 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
       layout_({}),
       timeout_(options.timeout.count() > 0 ? options.timeout : config().timeout) {
   const auto timeout = timeout_;
-  auto worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
-  const bootstrap::NodeLayoutInfo where = bootstrap::node_layout(*store, rank, size, timeout);
-  layout_ = comm::NodeLayout(where.node_of_rank);
-  const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
-  const bool oversubscribed = where.ranks_on_my_kernel > bootstrap::usable_cores();
-  worker->set_oversubscribed(oversubscribed);
-  if (size > 1 && config().shm && local == size) {
-    shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
-                                          config().shm_depth, oversubscribed, context("init"),
-                                          timeout);
+  // Processes first: from here on, a rank that dies is named by its peers' waits.
+  const bootstrap::NodeLayoutInfo where =
+      bootstrap::node_layout(*store, rank, size, context("init"), timeout);
+  health_ = std::make_shared<comm::PeerHealth>(rank, where.process_of_rank);
+  std::unique_ptr<ucx::Worker> worker;
+  try {
+    worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
+    layout_ = comm::NodeLayout(where.node_of_rank);
+    const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
+    const bool oversubscribed = where.ranks_on_my_kernel > bootstrap::usable_cores();
+    worker->set_oversubscribed(oversubscribed);
+    if (size > 1 && config().shm && local == size) {
+      shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
+                                            config().shm_depth, oversubscribed, context("init"),
+                                            timeout);
+      shm_->set_watchdog(health_.get());
+    }
+  } catch (const Error& e) {
+    throw health_->explain(e);  // "peer 2: destination unreachable" may be "rank 2 died"
   }
-  engine_ = std::make_shared<comm::Engine>(std::move(worker), timeout);
+  engine_ = std::make_shared<comm::Engine>(std::move(worker), health_, timeout);
   engine_->start();
   STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
                            << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
@@ -56,6 +65,14 @@ comm::Hierarchy& Communicator::Impl::hierarchy(const ErrorContext& where) {
                     e.what() + ")");
   }
   return *hierarchy_;
+}
+
+void Communicator::Impl::abort() {
+  engine_->abort();
+  if (hierarchy_) {
+    hierarchy_->local.abort();
+    hierarchy_->rail.abort();
+  }
 }
 
 ErrorContext Communicator::Impl::context(const char* op, int peer) {

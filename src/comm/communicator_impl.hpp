@@ -48,6 +48,8 @@ class Communicator::Impl {
   comm::Hierarchy& hierarchy(const ErrorContext& where);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
+  /// Communicator::abort(): this group and its node and rail groups.
+  void abort();
   /// Next split's sequence number (every rank calls split in the same order).
   uint64_t next_split() { return split_seq_++; }
 
@@ -60,6 +62,7 @@ class Communicator::Impl {
   comm::NodeLayout layout_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)
+  std::shared_ptr<comm::PeerHealth> health_;    // consulted by the engine's and shm's waits
   std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
   std::shared_ptr<comm::Engine> engine_;
   std::mutex seq_mu_;

@@ -14,8 +14,12 @@
 
 namespace strata::comm {
 
-Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds timeout)
-    : worker_(std::move(worker)), timeout_(timeout), recorder_(config().flight_records) {
+Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<PeerHealth> health,
+               std::chrono::milliseconds timeout)
+    : worker_(std::move(worker)), health_(std::move(health)), timeout_(timeout),
+      recorder_(config().flight_records) {
+  health_->attach(worker_.get());
+  worker_->set_watchdog(health_.get());
   register_recorder(&recorder_);
   kick_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -38,17 +42,38 @@ Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds ti
 
 void Engine::start() { thread_ = std::thread([this] { progress_loop(); }); }
 
-Engine::~Engine() {
-  unregister_recorder(&recorder_);
+void Engine::stop_thread() {
   stop_ = true;
   uint64_t one = 1;
   ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
   (void)ignored;
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void Engine::abort() {
+  health_->abort();
+  worker_->wake();
+  // A running collective sees the abort at its next wake-up (<= 100 ms) and lets go.
+  std::unique_lock<std::timed_mutex> ex(exec_mu_, std::chrono::seconds(5));
+  if (!ex.owns_lock()) {
+    STRATA_LOG(WARN, "COLL") << "abort: the running operation did not let go within 5 s";
+    return;
+  }
+  broken_ = "aborted";
+  fail_all_locked([&](const ErrorContext& w) { return health_->failure(w); });
+  health_->announce_abort();
+  ex.unlock();
+  stop_thread();
+}
+
+Engine::~Engine() {
+  unregister_recorder(&recorder_);
+  stop_thread();
   std::lock_guard<std::timed_mutex> ex(exec_mu_);
-  auto e = std::make_exception_ptr(
-      Error(ErrorCode::aborted, {}, "communicator destroyed with the operation still pending"));
-  fail_all_locked(e);
+  health_->attach(nullptr);
+  fail_all_locked([](const ErrorContext& w) {
+    return Error(ErrorCode::aborted, w, "communicator destroyed with the operation still pending");
+  });
   for (int fd : {kick_fd_, stop_fd_, idle_epoll_, net_epoll_}) ::close(fd);
 }
 
@@ -120,6 +145,11 @@ void Engine::finish_locked(Op& op, std::exception_ptr e) {
 }
 
 void Engine::run_locked(Op& op) {
+  if (health_->failed()) {  // a peer died or the group was aborted: nothing can complete
+    broken_ = "peer failure";
+    finish_locked(op, std::make_exception_ptr(health_->failure(op.where)));
+    return;
+  }
   if (!broken_.empty() && op.is_collective) {
     finish_locked(op, std::make_exception_ptr(Error(
         ErrorCode::aborted, op.where,
@@ -137,10 +167,11 @@ void Engine::run_locked(Op& op) {
       std::lock_guard<std::mutex> q(queue_mu_);
       p2p_pending_.push_back(std::move(op));
     }
-  } catch (const Error& e) {
+  } catch (const Error& raw) {
+    const Error e = health_->explain(raw);  // a transport error towards a dead peer says so
     if (op.is_collective) broken_ = e.what();
     STRATA_LOG(WARN, "COLL") << e.what();
-    finish_locked(op, std::current_exception());
+    finish_locked(op, std::make_exception_ptr(e));
   } catch (const std::exception& e) {
     if (op.is_collective) broken_ = e.what();
     finish_locked(op, std::make_exception_ptr(Error(ErrorCode::internal, op.where, e.what())));
@@ -150,6 +181,20 @@ void Engine::run_locked(Op& op) {
 bool Engine::poll_p2p_locked() {
   bool moved = false;
   std::lock_guard<std::mutex> q(queue_mu_);
+  // Receives wait for a peer that may have died: ask at most every few milliseconds.
+  if (!p2p_pending_.empty() && Clock::now() >= next_health_check_) {
+    next_health_check_ = Clock::now() + std::chrono::milliseconds(5);
+    try {
+      health_->check(p2p_pending_.front().where);
+    } catch (const Error&) {
+      for (auto& op : p2p_pending_) {
+        worker_->cancel(op.request);
+        finish_locked(op, std::make_exception_ptr(health_->failure(op.where)));
+      }
+      p2p_pending_.clear();
+      return true;
+    }
+  }
   for (auto it = p2p_pending_.begin(); it != p2p_pending_.end();) {
     Op& op = *it;
     try {
@@ -189,7 +234,7 @@ bool Engine::step_locked() {
   return true;
 }
 
-void Engine::fail_all_locked(const std::exception_ptr& e) {
+void Engine::fail_all_locked(const std::function<Error(const ErrorContext&)>& why) {
   std::deque<Op> queued;
   std::list<Op> pending;
   {
@@ -199,9 +244,9 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
   }
   for (auto& op : pending) {
     worker_->cancel(op.request);
-    finish_locked(op, e);
+    finish_locked(op, std::make_exception_ptr(why(op.where)));
   }
-  for (auto& op : queued) finish_locked(op, e);
+  for (auto& op : queued) finish_locked(op, std::make_exception_ptr(why(op.where)));
 }
 
 void Engine::drive(detail::WorkState& target, Clock::time_point until) {

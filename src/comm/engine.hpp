@@ -24,6 +24,7 @@
 
 #include "comm/work_state.hpp"
 #include "comm/flight_recorder.hpp"
+#include "comm/peer_health.hpp"
 #include "strata/error.hpp"
 #include "transport/ucx_worker.hpp"
 
@@ -47,7 +48,10 @@ struct Op {
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
-  Engine(std::unique_ptr<ucx::Worker> worker, std::chrono::milliseconds timeout);
+  /// `health` watches the peers of this communicator (comm/peer_health.hpp); the engine attaches
+  /// its worker to it.
+  Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<PeerHealth> health,
+         std::chrono::milliseconds timeout);
   ~Engine();
   /// Starts the progress thread (separate from the constructor: it needs shared_from_this).
   void start();
@@ -57,6 +61,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void drive(detail::WorkState& target, Clock::time_point until);
   std::chrono::milliseconds timeout() const { return timeout_; }
   const FlightRecorder& recorder() const { return recorder_; }
+  /// Fails every queued and pending operation (ErrorCode::aborted), tells the peers, stops the
+  /// progress thread; every later operation fails at once. Returns within about 100 ms even with
+  /// a collective running (its waits see the abort at their next wake-up).
+  void abort();
 
  private:
   // All of the following need exec_mu_.
@@ -64,12 +72,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void run_locked(Op& op);
   void finish_locked(Op& op, std::exception_ptr e);
   bool poll_p2p_locked();
-  void fail_all_locked(const std::exception_ptr& e);
+  void fail_all_locked(const std::function<Error(const ErrorContext&)>& why);
   void progress_loop();
   void arm_kick(size_t bytes);        // arms the timer that wakes the progress thread
   void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
+  void stop_thread();
+
   std::unique_ptr<ucx::Worker> worker_;
+  std::shared_ptr<PeerHealth> health_;
+  Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;
   std::timed_mutex exec_mu_;          // owner of the worker

@@ -2,15 +2,25 @@
 // strata-run.
 #include "bootstrap/job_env.hpp"
 #include "log.hpp"
+#include "shm/stale_files.hpp"
 #include "strata/communicator.hpp"
+#include "strata/error.hpp"
 
 namespace strata {
 
 Communicator Communicator::from_env(const CommOptions& options) {
   bootstrap::JobEnv env = bootstrap::read_job_env();
   log::set_rank(env.rank);
-  auto store = bootstrap::connect_store(env);
-  return create(std::make_shared<PrefixStore>(store, options.name), env.rank, env.size, options);
+  try {
+    auto store = bootstrap::connect_store(env);
+    return create(std::make_shared<PrefixStore>(store, options.name), env.rank, env.size, options);
+  } catch (const Error& e) {
+    // A rank that died while the job met may have left UCX's files behind (shm/stale_files.hpp).
+    if (e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) {
+      shm::reclaim_stale_ucx_files();
+    }
+    throw;
+  }
 }
 
 }  // namespace strata

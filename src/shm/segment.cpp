@@ -5,20 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 
+#include "bootstrap/await_rank.hpp"
 #include "log.hpp"
 
 namespace strata::shm {
 namespace {
-
-std::string unique_name() {
-  std::ifstream f("/dev/urandom", std::ios::binary);
-  uint64_t r = 0;
-  f.read(reinterpret_cast<char*>(&r), sizeof r);
-  return "/strata-" + std::to_string(::getpid()) + "-" + std::to_string(r);
-}
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -27,52 +21,69 @@ size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 Segment::Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth,
                  bool oversubscribed, const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), chunk_bytes_(round_up(chunk_bytes, 4096)), depth_(depth),
+    : rank_(rank), size_(size), chunk_bytes_(round_up(chunk_bytes, 4096)),
+      depth_(std::clamp(depth, 1, kMaxDepth)),
       oversubscribed_(oversubscribed) {
   ErrorContext w = where;
   w.op = "shm.setup";
   slot_bytes_ = round_up(sizeof(SlotHeader), 4096) + chunk_bytes_ * size_t(depth_);
   total_bytes_ = slot_bytes_ * size_t(size_);
-  std::string name;
+  // Rank 0 makes an anonymous memory file; the others open it through /proc/<pid>/fd/<fd>, which
+  // exists only while rank 0 holds the descriptor. No name is ever made, so nothing can be left
+  // in /dev/shm, whenever and however any rank dies.
+  std::string path;  // as the peers open it
   int fd = -1;
   if (rank == 0) {
-    name = unique_name();
-    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    fd = ::memfd_create("strata-shm", MFD_CLOEXEC);
     if (fd >= 0 && ::ftruncate(fd, off_t(total_bytes_)) != 0) {
       ::close(fd);
-      ::shm_unlink(name.c_str());
       fd = -1;
     }
+    path = "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd);
     // Publish even on failure, so the others fail fast with the same reason instead of timing out.
-    store.set("shm/name", fd >= 0 ? Bytes(name.begin(), name.end()) : Bytes{});
+    store.set("shm/path", fd >= 0 ? Bytes(path.begin(), path.end()) : Bytes{});
   } else {
-    Bytes b = store.get("shm/name", timeout);
-    name.assign(b.begin(), b.end());
-    if (!name.empty()) fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+    Bytes b = bootstrap::get_published(store, "shm/path", 0, "its shared segment", w, timeout);
+    path.assign(b.begin(), b.end());
+    if (!path.empty()) fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   }
   if (fd < 0) {
-    throw Error(ErrorCode::transport, w,
-                "cannot create or open shared memory segment " + name + " of " +
-                    std::to_string(total_bytes_) + " bytes: " + std::strerror(errno));
+    const std::string why = path.empty() ? "rank 0 could not create it" : std::strerror(errno);
+    ErrorContext at = w;
+    at.peer = 0;
+    throw Error(ErrorCode::transport, at,
+                "cannot create or open the shared segment " + path + " of " +
+                    std::to_string(total_bytes_) + " bytes: " + why +
+                    " (ranks of one node in different pid namespaces? STRATA_SHM=0 avoids it)");
   }
   void* p = ::mmap(nullptr, total_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  ::close(fd);
+  const int map_errno = errno;
+  if (rank != 0) ::close(fd);
   if (p == MAP_FAILED) {
-    throw Error(ErrorCode::transport, w, "cannot map shared memory " + name + ": " + std::strerror(errno));
+    if (rank == 0) ::close(fd);
+    throw Error(ErrorCode::transport, w,
+                "cannot map the shared segment " + path + ": " + std::strerror(map_errno));
   }
   base_ = static_cast<uint8_t*>(p);
-  // Once everyone has mapped it the name is no longer needed: unlink so nothing can leak.
   store.set("shm/mapped/" + std::to_string(rank), Bytes{1});
   if (rank == 0) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < size; ++r) keys.push_back("shm/mapped/" + std::to_string(r));
+    // Hold the descriptor until every rank has opened it.
+    const auto deadline = Clock::now() + timeout;
     try {
-      store.wait(keys, timeout);
+      for (int r = 1; r < size; ++r) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        bootstrap::get_published(store, "shm/mapped/" + std::to_string(r), r,
+                                 "that it mapped the shared segment", w,
+                                 std::max(left, std::chrono::milliseconds(1)));
+      }
     } catch (...) {
-      ::shm_unlink(name.c_str());
+      ::close(fd);
+      ::munmap(base_, total_bytes_);
+      base_ = nullptr;
       throw;
     }
-    ::shm_unlink(name.c_str());
+    ::close(fd);
   }
   STRATA_LOG(INFO, "SHM") << "group " << where.group << ": shared segment of "
                           << total_bytes_ / 1024 << " KiB (" << size << " slots x " << depth

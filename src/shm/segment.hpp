@@ -3,8 +3,8 @@
 // monotonic progress counters that the others read; the algorithms in collectives/shm_*.cpp load
 // and store it directly, the way NCCL reads peers over NVLink.
 //
-// The segment is unlinked as soon as every rank has mapped it, so nothing is left in /dev/shm
-// whatever happens to the job afterwards.
+// The segment is an anonymous memory file (memfd) that the other ranks open through rank 0's
+// /proc entry: it has no name, so nothing is ever left in /dev/shm, whatever happens to the job.
 #pragma once
 
 #include <atomic>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "collectives/watchdog.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 
@@ -25,10 +26,24 @@ struct alignas(64) Counter {
   std::atomic<uint32_t> waiters{0};
 };
 
+/// Most staging buffers per rank (STRATA_SHM_DEPTH is clamped to it).
+constexpr int kMaxDepth = 64;
+
+/// What the chunk in one staging buffer belongs to, written before `written` is published.
+struct Stamp {
+  std::atomic<uint64_t> chunk{0};  ///< the chunk's sequence number
+  std::atomic<uint64_t> bytes{0};  ///< the collective's bytes per rank
+  std::atomic<uint32_t> kind{0};   ///< which collective (shm_sync::Kind)
+};
+
 struct SlotHeader {
   Counter written;   ///< chunks this rank has staged in its slot
   Counter reduced;   ///< chunks whose reduced sub-block this rank has published
   Counter consumed;  ///< chunks this rank has finished reading from every slot
+  Stamp stamps[kMaxDepth];  ///< one per staging buffer
+  /// Set when this rank abandoned a collective (its peers' waits fail at once instead of at
+  /// their deadline); the group is unusable afterwards.
+  std::atomic<uint32_t> gave_up{0};
 };
 
 class Segment {
@@ -51,6 +66,10 @@ class Segment {
   /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
   uint8_t* buffer(int rank, uint64_t index);
 
+  /// Consulted by waits that sleep (collectives/watchdog.hpp); not owned, may be null.
+  void set_watchdog(coll::Watchdog* w) { watchdog_ = w; }
+  coll::Watchdog* watchdog() const { return watchdog_; }
+
   /// Chunks processed so far by this rank; every rank processes the same sequence, so this is
   /// also the value the counters of chunk `next_chunk` will reach.
   uint64_t next_chunk = 0;
@@ -63,6 +82,7 @@ class Segment {
   size_t slot_bytes_;
   size_t total_bytes_;
   uint8_t* base_ = nullptr;
+  coll::Watchdog* watchdog_ = nullptr;
 };
 
 }  // namespace strata::shm

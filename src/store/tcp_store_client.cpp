@@ -182,7 +182,7 @@ void TcpStore::Impl::connect_locked(const char* op) {
     }
     const auto now = Clock::now();
     if (now >= deadline) {
-      throw Error(ErrorCode::timeout, store::at(op),
+      throw Error(ErrorCode::timeout, store::at("store.connect"),
                   "cannot reach the store at " + server_ + " within " +
                       store::ms(options_.connect_timeout) + ": " + why);
     }

@@ -82,6 +82,7 @@ class TcpStoreServer::Impl {
   ~Impl();
   uint16_t port() const { return port_; }
   uint64_t rejected() const { return rejected_.load(); }
+  size_t open() const { return open_.load(); }
 
  private:
   void run();
@@ -109,6 +110,7 @@ class TcpStoreServer::Impl {
   int wake_fd_ = -1;  // eventfd: the destructor wakes poll() through it
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<size_t> open_{0};  // conns_.size(), for other threads
 
   // Owned by the server thread.
   std::vector<std::unique_ptr<ServerConnection>> conns_;
@@ -260,6 +262,7 @@ void TcpStoreServer::Impl::accept_new() {
     c->peer = store::address_string(a);
     c->accepted = Clock::now();
     conns_.push_back(std::move(c));
+    open_ = conns_.size();
   }
 }
 
@@ -478,6 +481,7 @@ void TcpStoreServer::Impl::sweep() {
     if (c->closed) ::close(c->fd);
     return c->closed;
   });
+  open_ = conns_.size();
 }
 
 TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options)
@@ -485,5 +489,6 @@ TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options)
 TcpStoreServer::~TcpStoreServer() = default;
 uint16_t TcpStoreServer::port() const { return impl_->port(); }
 uint64_t TcpStoreServer::rejected_connections() const { return impl_->rejected(); }
+size_t TcpStoreServer::open_connections() const { return impl_->open(); }
 
 }  // namespace strata

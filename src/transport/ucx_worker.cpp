@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "bootstrap/await_rank.hpp"
 #include "config.hpp"
 #include "log.hpp"
 #include "spin_policy.hpp"
@@ -18,7 +19,11 @@ namespace strata::ucx {
 namespace {
 
 constexpr uint64_t kP2PBit = uint64_t(1) << 63;
+constexpr uint64_t kControlBit = uint64_t(1) << 62;
 constexpr uint64_t kFullMask = ~uint64_t(0);
+constexpr uint64_t kSourceBits = uint64_t(0xffffff) << 32;
+
+uint64_t notice_tag(int src) { return kP2PBit | kControlBit | (uint64_t(src & 0xffffff) << 32); }
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -92,6 +97,9 @@ Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
 
+  // Failure notices may arrive at any time from any peer: keep one receive posted.
+  if (!post_notice_receive()) fail_setup(w, "cannot post the failure-notice receive");
+
   // Publish our address, then connect to every peer's.
   ucp_address_t* addr = nullptr;
   size_t addr_len = 0;
@@ -101,11 +109,20 @@ Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
   store.set("ucx/addr/" + std::to_string(rank), Bytes(a, a + addr_len));
   ucp_worker_release_address(worker_, addr);
 
+  error_args_.resize(size_t(size));
   for (int peer = 0; peer < size; ++peer) {
-    Bytes remote = store.get("ucx/addr/" + std::to_string(peer), timeout);
+    Bytes remote = bootstrap::get_published(store, "ucx/addr/" + std::to_string(peer), peer,
+                                            "its UCX address", w, timeout);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    // A peer whose connection breaks (its process or node died) fails the endpoint instead of
+    // leaving operations to their deadline.
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    error_args_[size_t(peer)] = {this, peer};
+    ep.err_handler.cb = &Worker::on_endpoint_error;
+    ep.err_handler.arg = &error_args_[size_t(peer)];
     s = ucp_ep_create(worker_, &ep, &eps_[peer]);
     if (s != UCS_OK) {
       w.peer = peer;
@@ -117,10 +134,22 @@ Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
 Worker::~Worker() {
   // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
   auto until = Clock::now() + std::chrono::seconds(2);
+  if (notice_request_) {
+    ucp_request_cancel(worker_, notice_request_);
+    while (ucp_request_check_status(notice_request_) == UCS_INPROGRESS && Clock::now() < until)
+      progress();
+    ucp_request_free(notice_request_);
+  }
+  // After a failure, flushing towards a dead peer can only time out: close at once.
+  const bool force = failed_.load();
   std::vector<void*> closing;
   for (ucp_ep_h ep : eps_) {
     if (!ep) continue;
     ucp_request_param_t p{};
+    if (force) {
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     void* r = ucp_ep_close_nbx(ep, &p);
     if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
   }
@@ -253,6 +282,7 @@ void Worker::wait(std::span<coll::Request> reqs) {
           << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
         throw failure(ErrorCode::timeout, r.peer, m.str());
       }
+      if (watchdog_ && now >= spin_until) watchdog_->check(where_);
       if (now >= yield_until)
         sleep(deadline_);
       else if (now >= spin_until)
@@ -270,6 +300,70 @@ void* Worker::scratch(size_t bytes, int slot) {
     scratch_size_[slot] = bytes;
   }
   return scratch_[slot].get();
+}
+
+// ---- Failure notices ---------------------------------------------------------------------------
+
+void Worker::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* who = static_cast<std::pair<Worker*, int>*>(arg);
+  int none = -1;
+  if (who->first->unreachable_peer_.compare_exchange_strong(none, who->second)) {
+    who->first->unreachable_status_ = int(status);
+  }
+}
+
+bool Worker::post_notice_receive() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.datatype = ucp_dt_make_contig(1);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &notice_in_, sizeof notice_in_, notice_tag(0),
+                                        ~kSourceBits, &p);
+  notice_request_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
+  return notice_request_ != nullptr;
+}
+
+std::optional<Notice> Worker::poll_failure() {
+  progress();
+  if (notice_request_ && ucp_request_check_status(notice_request_) != UCS_INPROGRESS) {
+    const ucs_status_t s = ucp_request_check_status(notice_request_);
+    ucp_request_free(notice_request_);
+    const Notice got = notice_in_;
+    post_notice_receive();  // later notices (other survivors') are absorbed, not left unmatched
+    if (s == UCS_OK && got.culprit >= 0 && got.culprit < size_ && got.reporter >= 0 &&
+        got.reporter < size_) {
+      failed_ = true;
+      return got;
+    }
+    STRATA_LOG(WARN, "NET") << "ignored a malformed failure notice (" << status_text(s) << ")";
+  }
+  const int peer = unreachable_peer_.load();
+  if (peer >= 0) {
+    failed_ = true;
+    STRATA_LOG(WARN, "NET") << "endpoint to rank " << peer << " failed: "
+                            << status_text(ucs_status_t(unreachable_status_.load()));
+    return Notice{Notice::unreachable, peer, rank_};
+  }
+  return std::nullopt;
+}
+
+void Worker::send_notice(const Notice& n) {
+  failed_ = true;
+  std::vector<void*> sending;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  notice_out_ = n;  // a member: a send still in flight after the bound below keeps a valid buffer
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || peer == n.culprit || !eps_[size_t(peer)]) continue;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
+                                          notice_tag(rank_), &p);
+    if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
+  }
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  for (void* r : sending) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
+    ucp_request_free(r);  // UCX releases one still in flight when it completes
+  }
 }
 
 // ---- Progress and sleep ------------------------------------------------------------------------

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/p2p.hpp"
+#include "collectives/watchdog.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 
@@ -30,8 +32,19 @@ class Context {
 
 /// Tag layout (64 bits). Collective: [63]=0 | seq:23 | source rank:24 | step:16.
 /// Point-to-point: [63]=1 | 0:7 | source rank:24 | user tag:32. Receives match all bits.
+/// Control (failure notices): [63]=1 | [62]=1 | 0:6 | source rank:24 | kind:32, received from any
+/// source.
 uint64_t collective_tag(uint64_t seq, int src, uint32_t step);
 uint64_t p2p_tag(int src, uint32_t user_tag);
+
+/// What one rank tells the others when the group cannot go on, so that every survivor names the
+/// same culprit instead of blaming the neighbour it happened to wait for.
+struct Notice {
+  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3 };
+  int32_t kind = 0;
+  int32_t culprit = -1;   ///< the rank that died, aborted or cannot be reached
+  int32_t reporter = -1;  ///< the rank that noticed
+};
 
 class Worker final : public coll::P2P {
  public:
@@ -75,11 +88,21 @@ class Worker final : public coll::P2P {
   bool oversubscribed() const { return oversubscribed_; }
   /// Interrupts sleep() from any thread.
   void wake();
+  /// Consults the watchdog (slow paths of every wait; see collectives/watchdog.hpp). Not owned.
+  void set_watchdog(coll::Watchdog* w) { watchdog_ = w; }
+
+  /// A failure learnt from the network: a peer's notice, else an endpoint UCX declared failed
+  /// (reported as `unreachable` by this rank). Progresses the worker once.
+  std::optional<Notice> poll_failure();
+  /// Sends `n` to every peer except `n.culprit` and this rank; best effort, bounded (200 ms).
+  void send_notice(const Notice& n);
   /// The worker's event fd (readable when network events may be pending after arm()).
   int event_fd() const { return event_fd_; }
 
  private:
   Error failure(ErrorCode code, int peer, const std::string& what) const;
+  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  bool post_notice_receive();
   coll::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag);
 
   int rank_;
@@ -97,6 +120,15 @@ class Worker final : public coll::P2P {
   ErrorContext where_;
   Clock::time_point deadline_;
   bool oversubscribed_ = false;
+  coll::Watchdog* watchdog_ = nullptr;
+  // Failure notices: one receive from any source, always posted.
+  Notice notice_in_;
+  Notice notice_out_;
+  void* notice_request_ = nullptr;
+  std::atomic<int> unreachable_peer_{-1};  // set by on_endpoint_error
+  std::atomic<int> unreachable_status_{0};
+  std::atomic<bool> failed_{false};  // a notice went out: close endpoints without flushing
+  std::vector<std::pair<Worker*, int>> error_args_;  // (this, peer) for each endpoint's handler
 };
 
 }  // namespace strata::ucx

@@ -96,3 +96,57 @@ TEST(MismatchCheck, MatchingCallsStillAgreeAndComputeTheSum) {
   const float ranks = float(w.size() * (w.size() + 1) / 2);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], ranks * float(i % 7)) << i;
 }
+
+// Without STRATA_CHECK: ranks that disagree on the size of a shared-memory collective all fail
+// with a size-mismatch error (the bytes travel with every staged chunk), and nothing from a peer
+// reaches the output, never a chunk of the wrong size.
+class SizeMismatch : public ::testing::TestWithParam<size_t> {
+ protected:
+  void SetUp() override {
+    if (checking() || mp::world().size() < 2) GTEST_SKIP() << "needs 2 ranks, STRATA_CHECK off";
+  }
+};
+
+TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
+  auto& w = mp::world();
+  Communicator c = w.split(0, w.rank());
+  const size_t count = GetParam() + (w.rank() == 0 ? 0 : 1);
+  std::vector<float> in(count * c.size(), 1.0f), out(count * c.size(), -7.0f);
+  auto run = [&](int which) {
+    switch (which) {
+      case 0: return c.all_reduce(Buffer{in.data(), count, DataType::f32},
+                                  Buffer{out.data(), count, DataType::f32}, ReduceOp::sum);
+      case 1: return c.all_gather(Buffer{in.data(), count, DataType::f32}, buffer(out));
+      default: return c.broadcast(Buffer{in.data(), count, DataType::f32},
+                                  Buffer{out.data(), count, DataType::f32}, 0);
+    }
+  };
+  for (int which = 0; which < 3; ++which) {
+    SCOPED_TRACE("collective " + std::to_string(which));
+    if (which > 0) c = w.split(0, w.rank());  // the failed group is unusable: a fresh one
+    // A broadcast root only writes: it may finish before its receivers object (their next
+    // collective with it fails instead), and its own output is its input.
+    const bool bcast_root = which == 2 && c.rank() == 0;
+    try {
+      run(which).wait();
+      if (!bcast_root) ADD_FAILURE() << "no error on rank " << w.rank();
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(int(e.code()), int(ErrorCode::peer_failure)) << m;
+      const bool named = m.find("size mismatch") != std::string::npos ||
+                         m.find("abandoned this collective") != std::string::npos;
+      EXPECT_TRUE(named) << m;
+    }
+    // Nothing from a peer lands in the output. (All-gather copies this rank's own block first,
+    // from its own input: that block may hold the input's 1.0.)
+    const size_t own = size_t(c.rank()) * count;
+    for (size_t i = 0; i < out.size() && !bcast_root; ++i) {
+      const bool own_block = which == 1 && i >= own && i < own + count;
+      if (own_block && out[i] == 1.0f) continue;
+      ASSERT_EQ(out[i], -7.0f) << "output element " << i << " was written";
+    }
+  }
+}
+
+// One small (one-phase) and one chunked size.
+INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch, ::testing::Values(size_t(5), size_t(1) << 18));

@@ -1,0 +1,76 @@
+#include "bootstrap/await_rank.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace strata::bootstrap {
+namespace {
+
+// How often a waiting rank looks for another rank's failure report. A wait that outlasts a slice
+// reconnects to the store (see tcp_store_client.cpp), so not much more often than this.
+constexpr auto kSlice = std::chrono::milliseconds(250);
+const std::string kCount = "failed/count";
+const std::string kFirst = "failed/first";
+
+// The first failure report of the group: "<culprit> <what>", or empty.
+std::string reported_failure(Store& store) {
+  if (store.add(kCount, 0) == 0) return {};
+  Bytes b = store.get(kFirst, std::chrono::seconds(2));
+  return std::string(b.begin(), b.end());
+}
+
+}  // namespace
+
+void report_failure(Store& store, const Error& e) {
+  if (e.where().peer < 0) return;
+  try {
+    if (store.add(kCount, 1) != 1) return;  // someone else's report stands
+    const std::string text = std::to_string(e.where().peer) + " rank " +
+                             std::to_string(e.where().rank) + " reported: " + e.what();
+    store.set(kFirst, Bytes(text.begin(), text.end()));
+  } catch (const Error&) {
+  }
+}
+
+Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
+                    const ErrorContext& where, std::chrono::milliseconds timeout) {
+  const std::string who = "rank " + std::to_string(owner);
+  ErrorContext w = where;
+  w.peer = owner;
+  const auto deadline = Clock::now() + timeout;
+  try {
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      try {
+        return store.get(key, std::clamp(left, std::chrono::milliseconds(1),
+                                          std::chrono::milliseconds(kSlice)));
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::timeout || left <= kSlice) throw;
+      }
+      const std::string report = reported_failure(store);
+      if (!report.empty()) {
+        std::istringstream in(report);
+        in >> w.peer;
+        std::string rest;
+        std::getline(in, rest);
+        throw Error(ErrorCode::peer_failure, w, "setup failed elsewhere:" + rest);
+      }
+    }
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known
+    if (e.code() == ErrorCode::timeout) {
+      throw Error(ErrorCode::timeout, w,
+                  "timed out after " + std::to_string(timeout.count()) + " ms waiting for " +
+                      who + " to publish " + what + " (store key '" + key + "'; is " + who +
+                      " alive and creating the same communicator?)");
+    }
+    if (e.code() == ErrorCode::peer_failure) {
+      throw Error(ErrorCode::peer_failure, w,
+                  "lost the store while waiting for " + who + "'s " + what + ": " + e.what());
+    }
+    throw Error(e.code(), w, "waiting for " + who + "'s " + what + ": " + e.what());
+  }
+}
+
+}  // namespace strata::bootstrap

@@ -1,0 +1,27 @@
+// Bootstrap reads values that one particular rank publishes (its address, its node). When that
+// rank never publishes, the error must name it: "timed out waiting for rank 3's UCX address" tells
+// a person which process to look at; "store.get timed out" does not.
+//
+// A rank whose setup fails because of another rank reports it in the store (report_failure), and
+// every rank waiting in get_published fails at once with that report: the survivors all name the
+// rank that died, not the rank that gave up first and so stopped publishing.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "strata/error.hpp"
+#include "strata/store.hpp"
+
+namespace strata::bootstrap {
+
+/// store.get(key); a failure is rethrown with `where` (peer = `owner`) and says that rank `owner`
+/// was to publish `what` ("its UCX address"). Fails early when another rank reported a failure.
+Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
+                    const ErrorContext& where, std::chrono::milliseconds timeout);
+
+/// Records that this rank's setup failed with `e` (when it names a culprit) for the others'
+/// get_published to see. Best effort: a store that is gone is ignored.
+void report_failure(Store& store, const Error& e);
+
+}  // namespace strata::bootstrap

@@ -1,0 +1,66 @@
+// Whether a communicator can still complete operations, and if not, whose fault it is. Blocked
+// waits consult it (collectives/watchdog.hpp); it learns of failures three ways:
+//  - a peer on this machine has exited: its process is gone from /proc (checked every 50 ms while
+//    something waits; no network needed, so a kill -9 is seen within a wait's next wake-up);
+//  - the network says so: UCX failed the endpoint to a peer (connection reset, keepalive), or a
+//    peer sent a failure notice;
+//  - Communicator::abort() on this rank.
+// The rank that detects a failure first tells every other rank (a notice over UCX), so all
+// survivors report the same culprit rather than the neighbour they were waiting for. Once failed,
+// it stays failed: every later operation reports the same cause.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/process_id.hpp"
+#include "collectives/watchdog.hpp"
+#include "transport/ucx_worker.hpp"
+
+namespace strata::comm {
+
+class PeerHealth final : public coll::Watchdog {
+ public:
+  PeerHealth(int rank, std::vector<bootstrap::ProcessId> processes);
+
+  /// The worker that carries notices and reports endpoint failures (not owned; may be null).
+  /// check() uses it, so it must only run on the thread that currently owns the worker.
+  void attach(ucx::Worker* worker) { worker_ = worker; }
+
+  void check(const ErrorContext& where) override;
+  /// Marks the group failed by this rank's abort() (any thread); returns false if it already was.
+  bool abort();
+  /// Tells the peers that this rank aborted (needs the worker, like check()).
+  void announce_abort();
+  /// True once failed.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  /// `e`, or when the peer it names is a process of this machine that has exited, an error
+  /// saying that this peer died (for failures while the group is being set up).
+  Error explain(const Error& e) const;
+  /// The failure as an Error at `where` (only when failed()).
+  Error failure(const ErrorContext& where) const;
+
+ private:
+  /// Records the first failure; later ones are ignored.
+  void fail(ErrorCode code, int culprit, const std::string& why);
+  void probe();  // the network's news, then this machine's processes
+  /// False only when rank `r` runs on this machine and has exited.
+  bool process_alive(int r) const;
+  /// Fails with "rank r died" and tells the other ranks.
+  void report_death(int r);
+
+  const int rank_;
+  const std::vector<bootstrap::ProcessId> processes_;
+  ucx::Worker* worker_ = nullptr;
+  Clock::time_point next_probe_{};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  ErrorCode code_ = ErrorCode::peer_failure;
+  int culprit_ = -1;
+  std::string why_;
+};
+
+}  // namespace strata::comm

@@ -1,0 +1,50 @@
+// One rank of the kill tests (kill_test.cpp starts four of these through the torchrun-style
+// environment and kills one). Joins the job, says it is ready, then runs collectives until one
+// fails; a failure prints the error and the culprit's rank and exits 3, so the driver can check
+// that every survivor named the rank it killed.
+//
+//   strata-fault-rank MODE READY_FILE
+//   MODE: collective (back-to-back 1 MiB all-reduces), between (small all-reduces with 30 ms of
+//         "compute" between them, where a kill usually lands)
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/strata.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s collective|between READY_FILE\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const bool between = mode == "between";
+  try {
+    auto world = strata::Communicator::from_env();
+    std::ofstream(argv[2]) << ::getpid() << "\n";
+    const size_t count = between ? 1024 : (1u << 18);
+    std::vector<int32_t> data(count);
+    for (int64_t iter = 0;; ++iter) {
+      for (size_t i = 0; i < count; ++i) data[i] = int32_t((i + iter) % 1000) + world.rank();
+      world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();
+      // A survivor must never see wrong data, only an error.
+      const int32_t ranks = world.size() * (world.size() - 1) / 2;
+      for (size_t i = 0; i < count; ++i) {
+        if (data[i] != world.size() * int32_t((i + iter) % 1000) + ranks) {
+          std::fprintf(stderr, "strata-fault-rank: WRONG value at %zu in iteration %lld\n", i,
+                       (long long)iter);
+          return 4;
+        }
+      }
+      if (between) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "%s\nculprit=%d\n", e.what(), e.where().peer);
+    return 3;
+  }
+}

@@ -1,0 +1,193 @@
+// kill -9 one of four ranks and check that the three survivors fail, each naming the dead rank,
+// within STRATA_TIMEOUT + 5 s, never with wrong data, and that nothing is left behind (processes,
+// files in /dev/shm or /tmp). Three moments, 20 repetitions each (STRATA_KILL_REPS), random victim
+// and random kill time:
+//   Collective: all ranks in back-to-back 1 MiB all-reduces (the others wait in one).
+//   Between:    small all-reduces with 30 ms of compute between them (the kill lands outside).
+//   Bootstrap:  within the first 60 ms after launch, while the ranks meet (a job here is ready
+//               after 60-80 ms).
+// The ranks are tests/fault/fault_rank.cpp, launched the torchrun way (RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT) by this driver, which unlike mpirun lets the survivors finish.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr int kRanks = 4;
+constexpr int kTimeoutSeconds = 3;  // STRATA_TIMEOUT of the ranks
+constexpr auto kGrace = 5s;         // the bound: timeout + 5 s
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::set<std::string> entries(const char* dir) {
+  std::set<std::string> s;
+  for (const auto& e : fs::directory_iterator(dir)) s.insert(e.path().filename().string());
+  return s;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Job {
+  fs::path dir;
+  std::vector<pid_t> pids;
+  std::vector<int> status = std::vector<int>(kRanks, -1);
+  std::vector<Clock::time_point> ended = std::vector<Clock::time_point>(kRanks);
+};
+
+Job launch(const std::string& mode, const fs::path& dir) {
+  Job job;
+  job.dir = dir;
+  const std::string port = std::to_string(free_port());
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string out = (dir / ("rank" + std::to_string(r) + ".log")).string();
+    const std::string ready = (dir / ("ready" + std::to_string(r))).string();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("STRATA_JOB_TOKEN", "kill-test", 1);
+      ::setenv("STRATA_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
+      FILE* f = std::freopen(out.c_str(), "w", stderr);
+      (void)f;
+      ::dup2(::fileno(stderr), STDOUT_FILENO);
+      ::execl(STRATA_FAULT_RANK, STRATA_FAULT_RANK, mode.c_str(), ready.c_str(), nullptr);
+      ::_exit(127);
+    }
+    job.pids.push_back(pid);
+  }
+  return job;
+}
+
+bool all_ready(const Job& job, Clock::duration limit) {
+  const auto end = Clock::now() + limit;
+  for (int r = 0; r < kRanks; ++r) {
+    while (!fs::exists(job.dir / ("ready" + std::to_string(r)))) {
+      if (Clock::now() > end) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  return true;
+}
+
+// Reaps the ranks until `until`; returns false (after killing them) if any is still running.
+bool reap(Job& job, Clock::time_point until) {
+  int left = kRanks;
+  for (int r = 0; r < kRanks; ++r) left -= job.status[r] != -1;
+  while (left > 0) {
+    int st = 0;
+    pid_t p = ::waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      for (int r = 0; r < kRanks; ++r) {
+        if (job.pids[r] == p) {
+          job.status[r] = st;
+          job.ended[r] = Clock::now();
+          --left;
+        }
+      }
+      continue;
+    }
+    if (Clock::now() > until) {
+      for (int r = 0; r < kRanks; ++r) {
+        if (job.status[r] == -1) ::kill(job.pids[r], SIGKILL);
+      }
+      for (int r = 0; r < kRanks; ++r) {
+        if (job.status[r] == -1) ::waitpid(job.pids[r], &job.status[r], 0);
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+int reps() {
+  const char* v = std::getenv("STRATA_KILL_REPS");
+  return v ? std::atoi(v) : 20;
+}
+
+// One scenario: `reps()` jobs, each losing a random rank at a random moment.
+void run_scenario(const std::string& name, const std::string& mode, bool in_bootstrap) {
+  std::mt19937 rng(std::random_device{}());
+  const fs::path base = fs::path(STRATA_KILL_DIR) / name;
+  fs::remove_all(base);
+  for (int rep = 0; rep < reps(); ++rep) {
+    SCOPED_TRACE("repetition " + std::to_string(rep) + " of " + mode +
+                 (in_bootstrap ? " (bootstrap)" : ""));
+    const fs::path dir = base / std::to_string(rep);
+    fs::create_directories(dir);
+    const auto shm_before = entries("/dev/shm");
+    const auto tmp_before = entries("/tmp");
+
+    Job job = launch(mode, dir);
+    const int victim = int(rng() % kRanks);
+    if (!in_bootstrap) {
+      ASSERT_TRUE(all_ready(job, 30s)) << "the job did not start";
+    }
+    const auto delay = std::chrono::milliseconds(rng() % (in_bootstrap ? 60 : 300));
+    std::this_thread::sleep_for(delay);
+    ::kill(job.pids[victim], SIGKILL);
+    const auto killed = Clock::now();
+    const bool all_ended = reap(job, killed + std::chrono::seconds(kTimeoutSeconds) + kGrace);
+
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == victim) continue;
+      const std::string log = slurp(dir / ("rank" + std::to_string(r) + ".log"));
+      SCOPED_TRACE("victim " + std::to_string(victim) + " killed after " +
+                   std::to_string(delay.count()) + " ms; survivor " + std::to_string(r) +
+                   " said:\n" + log);
+      ASSERT_TRUE(all_ended) << "a survivor was still running at timeout + 5 s";
+      ASSERT_TRUE(WIFEXITED(job.status[r])) << "survivor crashed (status " << job.status[r] << ")";
+      EXPECT_EQ(WEXITSTATUS(job.status[r]), 3) << "survivor did not fail with a strata::Error";
+      EXPECT_NE(log.find("culprit=" + std::to_string(victim) + "\n"), std::string::npos)
+          << "the error does not name rank " << victim;
+      EXPECT_LE(job.ended[r] - killed, std::chrono::seconds(kTimeoutSeconds) + kGrace);
+    }
+    // Nothing left: every rank reaped, no process of the job, no file it made.
+    for (pid_t p : job.pids) EXPECT_NE(::kill(p, 0), 0) << "process " << p << " is still there";
+    EXPECT_EQ(entries("/dev/shm"), shm_before) << "files left in /dev/shm";
+    EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+TEST(KillRank, DuringAllReduce) { run_scenario("all_reduce", "collective", false); }
+TEST(KillRank, BetweenCollectives) { run_scenario("between", "between", false); }
+TEST(KillRank, DuringBootstrap) { run_scenario("bootstrap", "collective", true); }
+
+}  // namespace

@@ -1,0 +1,74 @@
+// Communicator::abort(): pending and running operations end at once with ErrorCode::aborted, the
+// other ranks' operations on the group fail naming the aborting rank long before their deadline
+// (STRATA_TIMEOUT is 120 s in these tests), and every later call fails. Each test aborts a group
+// split off the world for it, so the world stays usable.
+#include <chrono>
+#include <thread>
+
+#include "mp.hpp"
+
+using namespace strata;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits for `w`, expecting an error of `code` that names `culprit` as the peer; returns seconds.
+double expect_failure(const Work& w, ErrorCode code, int culprit) {
+  const auto start = Clock::now();
+  try {
+    w.wait();
+    ADD_FAILURE() << "the operation completed";
+  } catch (const Error& e) {
+    EXPECT_EQ(int(e.code()), int(code)) << e.what();
+    EXPECT_EQ(e.where().peer, culprit) << e.what();
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+// The last rank aborts instead of joining an all-reduce: everyone else's fails naming it.
+TEST(Abort, PeersFailNamingTheAbortingRank) {
+  auto& world = mp::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs a peer";
+  auto group = world.split(0, world.rank());
+  const int last = group.size() - 1;
+  std::vector<float> data(1 << 16, 1.0f);
+  if (group.rank() == last) {
+    std::vector<float> in(4);
+    Work pending = group.recv(buffer(in), 0, 77);  // never sent: abort must end it
+    std::this_thread::sleep_for(100ms);
+    group.abort();
+    expect_failure(pending, ErrorCode::aborted, last);
+    // Later calls fail at once, collectives and point-to-point alike.
+    EXPECT_LT(expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted,
+                             last), 1.0);
+    EXPECT_LT(expect_failure(group.send(buffer(in), 0, 1), ErrorCode::aborted, last), 1.0);
+  } else {
+    const double s =
+        expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted, last);
+    EXPECT_LT(s, 10.0) << "the abort was not noticed before the deadline";
+  }
+  world.barrier().wait();
+}
+
+// Another thread aborts while this one waits in a collective that cannot complete.
+TEST(Abort, EndsARunningCollective) {
+  auto& world = mp::world();
+  auto group = world.split(0, world.rank());
+  std::vector<float> data(1 << 16, 1.0f);
+  // Rank 0 enters an all-reduce alone (with a single rank it completes; so only on > 1 ranks).
+  if (group.size() > 1 && group.rank() == 0) {
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(200ms);
+      group.abort();
+    });
+    const double s =
+        expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted, 0);
+    aborter.join();
+    EXPECT_LT(s, 5.0);
+  }
+  world.barrier().wait();
+}
