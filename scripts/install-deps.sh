@@ -3,7 +3,8 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libhwloc-dev libxml2-dev hwloc libucx-dev ucx-utils
-          libopenmpi-dev openmpi-bin libgtest-dev libopenblas-dev iproute2)
+          libopenmpi-dev openmpi-bin libgtest-dev libopenblas-dev iproute2
+          clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

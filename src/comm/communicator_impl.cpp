@@ -22,7 +22,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   health_ = std::make_shared<comm::PeerHealth>(rank, where.process_of_rank);
   std::unique_ptr<ucx::Worker> worker;
   try {
-    worker = std::make_unique<ucx::Worker>(*store, rank, size, context("init"), timeout);
+    std::vector<bool> network_watched;  // peers whose death the process table cannot show
+    for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
+    worker = std::make_unique<ucx::Worker>(*store, rank, size, network_watched, context("init"),
+                                           timeout);
     layout_ = comm::NodeLayout(where.node_of_rank);
     const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.ranks_on_my_kernel > bootstrap::usable_cores();

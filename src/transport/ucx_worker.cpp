@@ -74,8 +74,8 @@ Context::~Context() {
 
 // ---- Worker setup ----------------------------------------------------------------------------
 
-Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
-               std::chrono::milliseconds timeout)
+Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
+               const ErrorContext& where, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
       scratch_(4), scratch_size_(4, 0), where_(where) {
   ErrorContext w = where;
@@ -114,15 +114,17 @@ Worker::Worker(Store& store, int rank, int size, const ErrorContext& where,
     Bytes remote = bootstrap::get_published(store, "ucx/addr/" + std::to_string(peer), peer,
                                             "its UCX address", w, timeout);
     ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
-    // A peer whose connection breaks (its process or node died) fails the endpoint instead of
-    // leaving operations to their deadline.
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    error_args_[size_t(peer)] = {this, peer};
-    ep.err_handler.cb = &Worker::on_endpoint_error;
-    ep.err_handler.arg = &error_args_[size_t(peer)];
+    if (network_watched[size_t(peer)]) {
+      // A peer whose connection breaks (its process or node died) fails the endpoint instead of
+      // leaving operations to their deadline.
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      error_args_[size_t(peer)] = {this, peer};
+      ep.err_handler.cb = &Worker::on_endpoint_error;
+      ep.err_handler.arg = &error_args_[size_t(peer)];
+    }
     s = ucp_ep_create(worker_, &ep, &eps_[peer]);
     if (s != UCS_OK) {
       w.peer = peer;

@@ -1,6 +1,7 @@
 // STRATA_CHECK=1: ranks that call different collectives (count, dtype, reduction, root or the
 // operation itself) all fail at once with both calls named, instead of hanging or corrupting.
 // Run by the mp_check_* tests, which set STRATA_CHECK=1; skipped elsewhere.
+#include <algorithm>
 #include <cstdlib>
 
 #include "mp.hpp"
@@ -124,6 +125,7 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
   for (int which = 0; which < 3; ++which) {
     SCOPED_TRACE("collective " + std::to_string(which));
     if (which > 0) c = w.split(0, w.rank());  // the failed group is unusable: a fresh one
+    std::fill(out.begin(), out.end(), -7.0f);
     // A broadcast root only writes: it may finish before its receivers object (their next
     // collective with it fails instead), and its own output is its input.
     const bool bcast_root = which == 2 && c.rank() == 0;
