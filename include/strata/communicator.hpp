@@ -54,7 +54,8 @@ class Communicator {
   const std::string& name() const;
   /// The flight recorder: this communicator's last operations (STRATA_FLIGHT_RECORDER, 128 by
   /// default), oldest first, with sequence number, op, dtype, count, peer or root, state and
-  /// times. The same table is printed on a timeout and on SIGUSR1 (to STRATA_DUMP_DIR if set).
+  /// times. The same table is printed on a timeout, on a peer's death or abort, on abort() and on
+  /// SIGUSR1 (to STRATA_DUMP_DIR if set).
   std::string flight_record() const;
   /// The store this communicator was built on (for out-of-band agreement by the layers above).
   std::shared_ptr<Store> store() const;

@@ -62,6 +62,8 @@ void Engine::abort() {
   broken_ = "aborted";
   fail_all_locked([&](const ErrorContext& w) { return health_->failure(w); });
   health_->announce_abort();
+  if (!reported_peer_failure_) recorder_.report("abort");  // nothing was pending
+  reported_peer_failure_ = true;
   ex.unlock();
   stop_thread();
 }
@@ -71,6 +73,7 @@ Engine::~Engine() {
   stop_thread();
   std::lock_guard<std::timed_mutex> ex(exec_mu_);
   health_->attach(nullptr);
+  reported_peer_failure_ = true;  // what a destroyed communicator drops is not a peer's failure
   fail_all_locked([](const ErrorContext& w) {
     return Error(ErrorCode::aborted, w, "communicator destroyed with the operation still pending");
   });
@@ -126,22 +129,31 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   return work;
 }
 
-// Completes op's work (failed when e is set) and its flight record; a timeout also reports the
-// record, since it is what a person needs to see which rank stopped where.
+// Completes op's work (failed when e is set) and its flight record. A timeout, and the first
+// failure caused by a dead or aborting peer, also report the record: it is what a person needs to
+// see which rank stopped where.
 void Engine::finish_locked(Op& op, std::exception_ptr e) {
   std::string what;
-  bool timed_out = false;
+  const char* report = nullptr;
   if (e) try {
       std::rethrow_exception(e);
     } catch (const Error& err) {
       what = err.what();
-      timed_out = err.code() == ErrorCode::timeout;
+      if (err.code() == ErrorCode::timeout) report = "timeout";
+      const bool peer = err.code() == ErrorCode::peer_failure || err.code() == ErrorCode::aborted;
+      if (peer && !reported_peer_failure_) {
+        reported_peer_failure_ = true;
+        report = err.code() == ErrorCode::aborted ? "abort" : "peer failure";
+      }
     } catch (const std::exception& err) {
       what = err.what();
     }
   recorder_.ended(op.record, what);
   op.work->complete(e);
-  if (timed_out) recorder_.report("timeout in " + op.where.op + " seq " + std::to_string(op.where.seq));
+  if (report) {
+    recorder_.report(std::string(report) + " in " + op.where.op + " seq " +
+                     std::to_string(op.where.seq));
+  }
 }
 
 void Engine::run_locked(Op& op) {

@@ -89,6 +89,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::deque<Op> queue_;
   std::list<Op> p2p_pending_;         // guarded by exec_mu_
   std::string broken_;                // first fatal error; guarded by exec_mu_
+  bool reported_peer_failure_ = false;  // the flight record went out once; guarded by exec_mu_
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> kick_due_{0};  // when the armed timer fires (steady ns); 0: not armed
   std::atomic<int> sleepers_{0};      // threads in sleep_locked(); submit wakes them

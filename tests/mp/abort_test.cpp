@@ -42,6 +42,11 @@ TEST(Abort, PeersFailNamingTheAbortingRank) {
     std::this_thread::sleep_for(100ms);
     group.abort();
     expect_failure(pending, ErrorCode::aborted, last);
+    // The flight record shows the receive the abort ended.
+    const std::string record = group.flight_record();
+    EXPECT_NE(record.find("recv"), std::string::npos) << record;
+    EXPECT_NE(record.find("FAILED"), std::string::npos) << record;
+    EXPECT_NE(record.find("aborted"), std::string::npos) << record;
     // Later calls fail at once, collectives and point-to-point alike.
     EXPECT_LT(expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted,
                              last), 1.0);
