@@ -1,8 +1,7 @@
 // The flight recorder: each communicator's last operations (sequence number, op, dtype, count,
 // peer or root, state, timestamps), so that after a hang or a timeout a person can see which rank
 // stopped at which sequence number. Dumped on a timeout, on a peer's death or abort, on abort(),
-// on SIGUSR1 and on request
-// (Communicator::flight_record); written to STRATA_DUMP_DIR when that is set.
+// on SIGUSR1 and on request (Communicator::flight_record); written to STRATA_DUMP_DIR when set.
 #pragma once
 
 #include <cstdint>
