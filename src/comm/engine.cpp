@@ -7,12 +7,29 @@
 #include <unistd.h>
 
 #include <optional>
+#include <thread>
 
 #include "config.hpp"
 #include "spin_policy.hpp"
 #include "log.hpp"
 
 namespace strata::comm {
+namespace {
+
+// Takes `l`'s mutex by polling, until `limit` or until `give_up()`. A timed lock would sleep on
+// the futex instead, but ThreadSanitizer does not model timed locks (docs/architecture.md,
+// "Sanitizers"), and on these VMs a futex wake-up costs about what a short sleep does
+// (spin_policy.hpp).
+template <typename GiveUp>
+bool lock_before(std::unique_lock<std::mutex>& l, Clock::time_point limit, GiveUp give_up) {
+  while (!l.try_lock()) {
+    if (Clock::now() >= limit || give_up()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+}  // namespace
 
 Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<PeerHealth> health,
                std::chrono::milliseconds timeout)
@@ -54,8 +71,8 @@ void Engine::abort() {
   health_->abort();
   worker_->wake();
   // A running collective sees the abort at its next wake-up (<= 100 ms) and lets go.
-  std::unique_lock<std::timed_mutex> ex(exec_mu_, std::chrono::seconds(5));
-  if (!ex.owns_lock()) {
+  std::unique_lock<std::mutex> ex(exec_mu_, std::defer_lock);
+  if (!lock_before(ex, Clock::now() + std::chrono::seconds(5), [] { return false; })) {
     STRATA_LOG(WARN, "COLL") << "abort: the running operation did not let go within 5 s";
     return;
   }
@@ -71,7 +88,7 @@ void Engine::abort() {
 Engine::~Engine() {
   unregister_recorder(&recorder_);
   stop_thread();
-  std::lock_guard<std::timed_mutex> ex(exec_mu_);
+  std::lock_guard<std::mutex> ex(exec_mu_);
   health_->attach(nullptr);
   reported_peer_failure_ = true;  // what a destroyed communicator drops is not a peer's failure
   fail_all_locked([](const ErrorContext& w) {
@@ -276,14 +293,15 @@ void Engine::drive(detail::WorkState& target, Clock::time_point until) {
     if (target.finished()) return;
     // Another thread may be executing; take over as soon as it lets go (it may have finished our
     // operation by then). Poll first: sleeping on the mutex costs a wake-up (spin_policy.hpp).
-    std::unique_lock<std::timed_mutex> ex(exec_mu_, std::defer_lock);
+    std::unique_lock<std::mutex> ex(exec_mu_, std::defer_lock);
     if (!ex.try_lock()) {
       const auto poll_until = Clock::now() + spin;
       while (!ex.try_lock() && Clock::now() < poll_until && !target.finished()) _mm_pause();
     }
     if (target.finished()) return;
     if (ex.owns_lock() ||
-        ex.try_lock_until(std::min(until, Clock::now() + std::chrono::milliseconds(10)))) {
+        lock_before(ex, std::min(until, Clock::now() + std::chrono::milliseconds(10)),
+                    [&] { return target.finished(); })) {
       auto spin_until = Clock::now() + spin;
       while (!target.finished()) {
         if (step_locked() || worker_->progress()) {
@@ -304,7 +322,7 @@ void Engine::progress_loop() {
   while (!stop_) {
     bool wait_on_network = false;
     {
-      std::lock_guard<std::timed_mutex> ex(exec_mu_);
+      std::lock_guard<std::mutex> ex(exec_mu_);
       kick_due_ = 0;  // from here on, a new submit must arm the timer again
       // The network is only polled for pending receives/sends; collectives poll it themselves.
       while (step_locked() || (!p2p_pending_.empty() && worker_->progress())) {

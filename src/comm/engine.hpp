@@ -84,7 +84,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;
-  std::timed_mutex exec_mu_;          // owner of the worker
+  std::mutex exec_mu_;                // owner of the worker (taken untimed or by polling)
   std::mutex queue_mu_;
   std::deque<Op> queue_;
   std::list<Op> p2p_pending_;         // guarded by exec_mu_
