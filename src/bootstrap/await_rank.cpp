@@ -12,14 +12,22 @@ constexpr auto kSlice = std::chrono::milliseconds(250);
 const std::string kCount = "failed/count";
 const std::string kFirst = "failed/first";
 
-// The first failure report of the group: "<culprit> <what>", or empty.
-std::string reported_failure(Store& store) {
-  if (store.add(kCount, 0) == 0) return {};
-  Bytes b = store.get(kFirst, std::chrono::seconds(2));
-  return std::string(b.begin(), b.end());
-}
-
 }  // namespace
+
+std::optional<Error> reported_failure(Store& store, const ErrorContext& where) {
+  try {
+    if (store.add(kCount, 0) == 0) return std::nullopt;
+    Bytes b = store.get(kFirst, std::chrono::seconds(2));
+    std::istringstream in(std::string(b.begin(), b.end()));  // "<culprit> <what>"
+    ErrorContext w = where;
+    in >> w.peer;
+    std::string rest;
+    std::getline(in, rest);
+    return Error(ErrorCode::peer_failure, w, "setup failed elsewhere:" + rest);
+  } catch (const Error&) {
+    return std::nullopt;  // no store: nothing to learn from it
+  }
+}
 
 void report_failure(Store& store, const Error& e) {
   if (e.where().peer < 0) return;
@@ -48,14 +56,7 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
       } catch (const Error& e) {
         if (e.code() != ErrorCode::timeout || left <= kSlice) throw;
       }
-      const std::string report = reported_failure(store);
-      if (!report.empty()) {
-        std::istringstream in(report);
-        in >> w.peer;
-        std::string rest;
-        std::getline(in, rest);
-        throw Error(ErrorCode::peer_failure, w, "setup failed elsewhere:" + rest);
-      }
+      if (auto report = reported_failure(store, where)) throw *report;
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known

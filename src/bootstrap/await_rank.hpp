@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "strata/error.hpp"
@@ -19,6 +20,10 @@ namespace strata::bootstrap {
 /// was to publish `what` ("its UCX address"). Fails early when another rank reported a failure.
 Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
                     const ErrorContext& where, std::chrono::milliseconds timeout);
+
+/// The failure another rank of the group recorded with report_failure, as an Error at `where`
+/// naming its culprit; nullopt when there is none (or no store to ask).
+std::optional<Error> reported_failure(Store& store, const ErrorContext& where);
 
 /// Records that this rank's setup failed with `e` (when it names a culprit) for the others'
 /// get_published to see. Best effort: a store that is gone is ignored.

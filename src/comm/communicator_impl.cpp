@@ -1,5 +1,6 @@
 #include "comm/communicator_impl.hpp"
 
+#include "bootstrap/await_rank.hpp"
 #include "bootstrap/node_identity.hpp"
 #include "comm/fingerprint.hpp"
 #include "config.hpp"
@@ -37,7 +38,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
       shm_->set_watchdog(health_.get());
     }
   } catch (const Error& e) {
-    throw health_->explain(e);  // "peer 2: destination unreachable" may be "rank 2 died"
+    // A rank that reported another's death and then exited is not the culprit: its report first,
+    // then the process table ("peer 2: endpoint timeout" may be "rank 2 died").
+    if (auto report = bootstrap::reported_failure(*store, e.where())) throw *report;
+    throw health_->explain(e);
   }
   engine_ = std::make_shared<comm::Engine>(std::move(worker), health_, timeout);
   engine_->start();
