@@ -100,10 +100,8 @@ void PeerHealth::report_death(int r) {
   if (worker_) worker_->send_notice({ucx::Notice::died, int32_t(r), int32_t(rank_)});
 }
 
-bool PeerHealth::abort() {
-  if (failed()) return false;
+void PeerHealth::abort() {
   fail(ErrorCode::aborted, rank_, "communicator aborted by rank " + std::to_string(rank_));
-  return true;
 }
 
 void PeerHealth::announce_abort() {

@@ -31,8 +31,8 @@ class PeerHealth final : public coll::Watchdog {
   void attach(ucx::Worker* worker) { worker_ = worker; }
 
   void check(const ErrorContext& where) override;
-  /// Marks the group failed by this rank's abort() (any thread); returns false if it already was.
-  bool abort();
+  /// Marks the group failed by this rank's abort() (any thread); a failure already recorded stands.
+  void abort();
   /// Tells the peers that this rank aborted (needs the worker, like check()).
   void announce_abort();
   /// True once failed.

@@ -32,7 +32,9 @@ double expect_failure(const Work& w, ErrorCode code, int culprit) {
 // The last rank aborts instead of joining an all-reduce: everyone else's fails naming it.
 TEST(Abort, PeersFailNamingTheAbortingRank) {
   auto& world = mp::world();
-  if (world.size() < 2) GTEST_SKIP() << "needs a peer";
+  if (world.size() < 2) {
+    GTEST_SKIP() << "needs 2 or more ranks: one aborts while the others wait on it";
+  }
   auto group = world.split(0, world.rank());
   const int last = group.size() - 1;
   std::vector<float> data(1 << 16, 1.0f);
