@@ -69,8 +69,9 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
     if (in.count == 0) return;
     switch (algo) {
       case coll::Algo::hierarchical:
-        comm::hierarchical_all_reduce(c.hierarchy(e.where), in.data, out.data, in.count, in.dtype, op,
-                                      e.deadline);
+        c.hierarchical(e, [&](comm::Hierarchy& h) {
+          comm::hierarchical_all_reduce(h, in.data, out.data, in.count, in.dtype, op, e.deadline);
+        });
         break;
       case coll::Algo::shm:
         coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
@@ -99,8 +100,10 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   return c.collective("reduce_scatter", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (out.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
-      comm::hierarchical_reduce_scatter(c.hierarchy(e.where), in.data, out.data, out.count, in.dtype, op,
-                                        e.deadline);
+      c.hierarchical(e, [&](comm::Hierarchy& h) {
+        comm::hierarchical_reduce_scatter(h, in.data, out.data, out.count, in.dtype, op,
+                                          e.deadline);
+      });
     } else if (algo == coll::Algo::shm) {
       coll::shm_reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
     } else {
@@ -123,8 +126,9 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   return c.collective("all_gather", -1, in, -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
     if (in.count == 0) return;
     if (algo == coll::Algo::hierarchical) {
-      comm::hierarchical_all_gather(c.hierarchy(e.where), in.data, out.data, in.count, in.dtype,
-                                    e.deadline);
+      c.hierarchical(e, [&](comm::Hierarchy& h) {
+        comm::hierarchical_all_gather(h, in.data, out.data, in.count, in.dtype, e.deadline);
+      });
       return;
     }
     if (algo == coll::Algo::shm) {
@@ -173,9 +177,10 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   const char* name = uniform ? "all_to_all" : "all_to_allv";
   return c.collective(name, -1, in, -1, in.bytes(), [=, &c](Exec& e) {
     if (algo == coll::Algo::hierarchical) {
-      if (sc[0] > 0)
-        comm::hierarchical_all_to_all(c.hierarchy(e.where), in.data, out.data, sc[0], in.dtype,
-                                      e.deadline);
+      if (sc[0] == 0) return;
+      c.hierarchical(e, [&](comm::Hierarchy& h) {
+        comm::hierarchical_all_to_all(h, in.data, out.data, sc[0], in.dtype, e.deadline);
+      });
       return;
     }
     if (algo == coll::Algo::shm) {

@@ -3,6 +3,7 @@
 #include "bootstrap/await_rank.hpp"
 #include "bootstrap/node_identity.hpp"
 #include "comm/fingerprint.hpp"
+#include "comm/watched_store.hpp"
 #include "config.hpp"
 #include "log.hpp"
 
@@ -61,12 +62,19 @@ coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) const {
 comm::Hierarchy& Communicator::Impl::hierarchy(const ErrorContext& where) {
   if (hierarchy_) return *hierarchy_;
   try {
-    hierarchy_ = std::make_unique<comm::Hierarchy>(layout_, rank, store, name, timeout_);
+    // Setup waits end as soon as this group learns of a failure (this thread owns its worker).
+    auto watched = std::make_shared<comm::WatchedStore>(
+        store, [this] { return health_->await_news(Clock::now()); });
+    hierarchy_ = std::make_unique<comm::Hierarchy>(layout_, rank, watched, name, timeout_);
   } catch (const Error& e) {
+    // A rank that died while the sub-groups met: this group's processes and notices say who.
+    if (health_->await_news(Clock::now())) throw health_->failure(where);
     // A rank that never reaches this collective shows up here first, as a store key nobody set:
     // report it as this operation's failure.
     const bool late = e.code() == ErrorCode::timeout;
-    throw Error(late ? ErrorCode::timeout : e.code(), where,
+    ErrorContext w = where;
+    w.peer = layout_.group_rank_of(name, e.where());
+    throw Error(late ? ErrorCode::timeout : e.code(), w,
                 std::string(late ? "timed out" : "failed") +
                     " setting up the node and rail groups of a hierarchical collective (" +
                     e.what() + ")");
@@ -74,12 +82,48 @@ comm::Hierarchy& Communicator::Impl::hierarchy(const ErrorContext& where) {
   return *hierarchy_;
 }
 
+void Communicator::Impl::hierarchical(const Exec& e,
+                                      const std::function<void(comm::Hierarchy&)>& legs) {
+  comm::Hierarchy& h = hierarchy(e.where);
+  try {
+    legs(h);
+  } catch (const Error& sub) {
+    const Error mine = as_group_failure(sub, e.where, e.deadline);
+    h.local.abort();
+    h.rail.abort();
+    throw mine;
+  }
+}
+
+Error Communicator::Impl::as_group_failure(const Error& sub,
+                                           const ErrorContext& where, Clock::time_point deadline) {
+  // How long a rank whose neighbour aborted their sub-group waits for that neighbour's reason,
+  // which travels on this group (sent before the abort, but on another connection).
+  constexpr auto kNewsGrace = std::chrono::seconds(2);
+  const int culprit = layout_.group_rank_of(name, sub.where());
+  const std::string seen = "(seen in " + sub.where().group + ": " + sub.what() + ")";
+  if (sub.code() == ErrorCode::peer_failure && culprit >= 0) {
+    // A notice already here names the rank that died first (the neighbour seen dead may have
+    // exited after giving up because of it).
+    if (!health_->await_news(Clock::now())) health_->report_failure(culprit, seen);
+  } else if (sub.code() == ErrorCode::aborted) {
+    const bool news = health_->await_news(std::min(deadline, Clock::now() + kNewsGrace));
+    if (!news && culprit >= 0) health_->report_abort(culprit, seen);
+  }
+  if (health_->failed()) return health_->failure(where);
+  ErrorContext w = where;  // a timeout or a transport error: the peer, by its rank here
+  w.peer = culprit;
+  return Error(sub.code(), w, seen);
+}
+
 void Communicator::Impl::abort() {
-  engine_->abort();
+  // The group first, so that a hierarchical collective whose legs end below reports this abort.
+  health_->abort();
   if (hierarchy_) {
     hierarchy_->local.abort();
     hierarchy_->rail.abort();
   }
+  engine_->abort();
 }
 
 ErrorContext Communicator::Impl::context(const char* op, int peer) {

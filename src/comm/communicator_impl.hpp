@@ -42,10 +42,11 @@ class Communicator::Impl {
   std::string flight_record() const { return engine_->recorder().dump("on request"); }
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
   coll::Algo choose(coll::Collective c, size_t bytes) const;
-  /// The group's two levels (node and rail communicators), built on first use. Called only from
-  /// a collective's body, which every rank runs at the same point of its sequence; a failure is
-  /// reported as that collective's (`where`).
-  comm::Hierarchy& hierarchy(const ErrorContext& where);
+  /// Runs a hierarchical collective's `legs` on the group's node and rail groups. When a leg
+  /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
+  /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
+  /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
+  void hierarchical(const Exec& e, const std::function<void(comm::Hierarchy&)>& legs);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
   /// Communicator::abort(): this group and its node and rail groups.
@@ -59,6 +60,13 @@ class Communicator::Impl {
   const std::shared_ptr<Store> store;
 
  private:
+  /// The group's two levels (node and rail communicators), built on first use. Called only from
+  /// a collective's body, which every rank runs at the same point of its sequence; a failure is
+  /// reported as that collective's (`where`).
+  comm::Hierarchy& hierarchy(const ErrorContext& where);
+  /// A sub-group's failure `sub`, as this group's at `where` (see hierarchical()).
+  Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
+
   comm::NodeLayout layout_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)

@@ -69,6 +69,7 @@ void Engine::stop_thread() {
 
 void Engine::abort() {
   health_->abort();
+  if (aborted_.exchange(true)) return;  // one abort does the work (two would join one thread)
   worker_->wake();
   // A running collective sees the abort at its next wake-up (<= 100 ms) and lets go.
   std::unique_lock<std::mutex> ex(exec_mu_, std::defer_lock);

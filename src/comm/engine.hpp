@@ -63,7 +63,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const FlightRecorder& recorder() const { return recorder_; }
   /// Fails every queued and pending operation (ErrorCode::aborted), tells the peers, stops the
   /// progress thread; every later operation fails at once. Returns within about 100 ms even with
-  /// a collective running (its waits see the abort at their next wake-up).
+  /// a collective running (its waits see the abort at their next wake-up). Idempotent, any
+  /// thread.
   void abort();
 
  private:
@@ -91,6 +92,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::string broken_;                // first fatal error; guarded by exec_mu_
   bool reported_peer_failure_ = false;  // the flight record went out once; guarded by exec_mu_
   std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};  // abort() ran (or is running)
   std::atomic<int64_t> kick_due_{0};  // when the armed timer fires (steady ns); 0: not armed
   std::atomic<int> sleepers_{0};      // threads in sleep_locked(); submit wakes them
   std::atomic<int> blocked_{0};       // callers inside drive()

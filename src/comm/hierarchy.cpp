@@ -24,6 +24,29 @@ size_t NodeLayout::largest() const {
   return s;
 }
 
+int NodeLayout::group_rank_of(const std::string& group, const ErrorContext& sub) const {
+  const std::string local = group + "/local", rail = group + "/rail";
+  auto index_after = [&](const std::string& prefix) -> int {
+    if (sub.group.compare(0, prefix.size(), prefix) != 0) return -1;
+    const std::string rest = sub.group.substr(prefix.size());
+    if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(rest);
+  };
+  if (sub.peer < 0) return -1;
+  if (const int n = index_after(local); n >= 0 && size_t(n) < nodes()) {
+    const auto& on_node = ranks_of[size_t(n)];
+    return size_t(sub.peer) < on_node.size() ? on_node[size_t(sub.peer)] : -1;
+  }
+  if (const int j = index_after(rail); j >= 0) {
+    int k = 0;  // rail rank k is the k-th node that has a rank with local index j
+    for (const auto& on_node : ranks_of) {
+      if (on_node.size() <= size_t(j)) continue;
+      if (k++ == sub.peer) return on_node[size_t(j)];
+    }
+  }
+  return -1;
+}
+
 Hierarchy::Hierarchy(const NodeLayout& l, int rank, const std::shared_ptr<Store>& store,
                      const std::string& name, std::chrono::milliseconds timeout)
     : layout(l), node(l.node_of_rank[size_t(rank)]) {
@@ -43,9 +66,14 @@ Hierarchy::Hierarchy(const NodeLayout& l, int rank, const std::shared_ptr<Store>
       std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(node)), local_rank,
       int(mine.size()), opts);
   opts.name = name + "/rail" + std::to_string(local_rank);
-  rail = Communicator::create(
-      std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
-      rail_rank, rail_size, opts);
+  try {
+    rail = Communicator::create(
+        std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
+        rail_rank, rail_size, opts);
+  } catch (const Error&) {
+    local.abort();  // my node's ranks may already wait on me in it
+    throw;
+  }
 }
 
 uint8_t* Hierarchy::scratch_of(size_t bytes) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "strata/communicator.hpp"
+#include "strata/error.hpp"
 
 namespace strata::comm {
 
@@ -25,6 +26,10 @@ struct NodeLayout {
   bool spans_nodes_with_neighbours() const { return nodes() > 1 && largest() > 1; }
   /// ... and every node holds the same number of ranks (all-gather, reduce-scatter).
   bool even() const { return smallest() == largest(); }
+  /// The group rank of the peer an error of a node or rail group of group `group` names
+  /// (`sub.peer`, a rank of that sub-group, in `sub.group`: "<group>/local<node>" or
+  /// "<group>/rail<local index>"); -1 when it names none.
+  int group_rank_of(const std::string& group, const ErrorContext& sub) const;
 };
 
 struct Hierarchy {

@@ -1,5 +1,7 @@
 #include "comm/peer_health.hpp"
 
+#include <thread>
+
 #include "log.hpp"
 #include "shm/stale_files.hpp"
 
@@ -102,6 +104,31 @@ void PeerHealth::report_death(int r) {
 
 void PeerHealth::abort() {
   fail(ErrorCode::aborted, rank_, "communicator aborted by rank " + std::to_string(rank_));
+}
+
+void PeerHealth::report_failure(int culprit, const std::string& why) {
+  if (failed()) return;
+  if (!process_alive(culprit)) {
+    report_death(culprit);
+    return;
+  }
+  fail(ErrorCode::peer_failure, culprit,
+       "rank " + std::to_string(culprit) + " is unreachable " + why);
+  if (worker_) worker_->send_notice({ucx::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
+}
+
+void PeerHealth::report_abort(int culprit, const std::string& why) {
+  if (failed()) return;
+  fail(ErrorCode::aborted, culprit, "rank " + std::to_string(culprit) + " aborted " + why);
+  if (worker_) worker_->send_notice({ucx::Notice::aborted, int32_t(culprit), int32_t(rank_)});
+}
+
+bool PeerHealth::await_news(Clock::time_point until) {
+  for (;;) {
+    probe();
+    if (failed() || Clock::now() >= until) return failed();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void PeerHealth::announce_abort() {

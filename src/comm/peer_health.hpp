@@ -35,6 +35,17 @@ class PeerHealth final : public coll::Watchdog {
   void abort();
   /// Tells the peers that this rank aborted (needs the worker, like check()).
   void announce_abort();
+  /// A failure of `culprit` that one of this group's sub-groups saw (the node or rail group of a
+  /// hierarchical collective): recorded, unless a failure already stands, and told to every rank,
+  /// as "died" when its process is gone from this machine, else as unreachable (`why` says how it
+  /// was seen). Needs the worker, like check().
+  void report_failure(int culprit, const std::string& why);
+  /// Like report_failure, for a sub-group that `culprit` aborted when no better news came.
+  void report_abort(int culprit, const std::string& why);
+  /// Polls for news of a failure (notices, this machine's processes) until `until`; true once
+  /// failed. For a rank whose sub-group was aborted by a neighbour: the neighbour's reason comes
+  /// on this group. Needs the worker, like check().
+  bool await_news(Clock::time_point until);
   /// True once failed.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   /// `e`, or when the peer it names is a process of this machine that has exited, an error

@@ -255,11 +255,26 @@ bool Worker::test(coll::Request& r, const ErrorContext& where) {
   return true;
 }
 
+bool Worker::group_failed() {
+  if (!watchdog_) return false;
+  try {
+    watchdog_->check(where_);
+    return false;
+  } catch (const Error&) {
+    return true;
+  }
+}
+
 void Worker::cancel(coll::Request& r) {
   if (!r.handle) return;
   ucp_request_cancel(worker_, r.handle);
+  // A receive not yet matched ends at once. A transfer under way (a rendezvous send, or a receive
+  // being copied) ends when its peer answers, which a dead peer never does: wait for it only
+  // while the group is healthy, at most 5 s.
   auto until = Clock::now() + std::chrono::seconds(5);
-  while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until) progress();
+  while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until &&
+         !group_failed())
+    progress();
   ucp_request_free(r.handle);
   r.handle = nullptr;
 }
@@ -270,11 +285,15 @@ void Worker::wait(std::span<coll::Request> reqs) {
   // (a reply usually comes within a scheduler slice) before paying the ~250 us of a sleep.
   auto yield_until = spin_until + (oversubscribed_ ? kOversubscribedYield : Clock::duration{});
   size_t first_pending = 0;
+  uint32_t busy = 0;
   try {
     for (;;) {
       while (first_pending < reqs.size() && test(reqs[first_pending], where_)) ++first_pending;
       if (first_pending == reqs.size()) return;
-      if (progress()) continue;
+      // UCX may report progress forever without completing ours (retrying towards a peer that
+      // died mid-transfer): look at the deadline and the watchdog every 64 busy rounds too.
+      const bool moved = progress();
+      if (moved && (++busy & 63) != 0) continue;
       auto now = Clock::now();
       if (now >= deadline_) {
         const auto& r = reqs[first_pending];
@@ -285,6 +304,7 @@ void Worker::wait(std::span<coll::Request> reqs) {
         throw failure(ErrorCode::timeout, r.peer, m.str());
       }
       if (watchdog_ && now >= spin_until) watchdog_->check(where_);
+      if (moved) continue;
       if (now >= yield_until)
         sleep(deadline_);
       else if (now >= spin_until)

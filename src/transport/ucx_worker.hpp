@@ -105,6 +105,8 @@ class Worker final : public coll::P2P {
 
  private:
   Error failure(ErrorCode code, int peer, const std::string& what) const;
+  /// The watchdog says the current operation cannot complete (a peer died, an abort).
+  bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   bool post_notice_receive();
   coll::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag);

@@ -6,6 +6,11 @@
 //   Between:    small all-reduces with 30 ms of compute between them (the kill lands outside).
 //   Bootstrap:  within the first 60 ms after launch, while the ranks meet (a job here is ready
 //               after 60-80 ms).
+// and the first two again on two emulated nodes of two ranks (STRATA_NODE_ID), the all-reduce
+// forced hierarchical: a survivor waiting in its node's shared memory for a neighbour must learn
+// of a death that neighbour saw on its rail (10 repetitions each; UCX on TCP, as between machines:
+// a peer killed in the middle of a UCX shared-memory (CMA) read makes UCX abort the reader, see
+// docs/architecture.md).
 // The ranks are tests/fault/fault_rank.cpp, launched the torchrun way (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT) by this driver, which unlike mpirun lets the survivors finish.
 #include <gtest/gtest.h>
@@ -66,7 +71,8 @@ struct Job {
   std::vector<Clock::time_point> ended = std::vector<Clock::time_point>(kRanks);
 };
 
-Job launch(const std::string& mode, const fs::path& dir) {
+// `ranks_per_node` > 0: ranks on emulated nodes of that many, all-reduce forced hierarchical.
+Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node) {
   Job job;
   job.dir = dir;
   const std::string port = std::to_string(free_port());
@@ -83,6 +89,12 @@ Job launch(const std::string& mode, const fs::path& dir) {
       ::setenv("MASTER_PORT", port.c_str(), 1);
       ::setenv("STRATA_JOB_TOKEN", "kill-test", 1);
       ::setenv("STRATA_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
+      if (ranks_per_node > 0) {
+        ::setenv("STRATA_NODE_ID", ("emu" + std::to_string(r / ranks_per_node)).c_str(), 1);
+        ::setenv("STRATA_ALGO", "all_reduce=hierarchical", 1);
+        // Between machines UCX has no shared memory: its rails go over TCP, as on a cluster.
+        ::setenv("UCX_TLS", "tcp,self", 1);
+      }
       FILE* f = std::freopen(out.c_str(), "w", stderr);
       (void)f;
       ::dup2(::fileno(stderr), STDOUT_FILENO);
@@ -136,17 +148,18 @@ bool reap(Job& job, Clock::time_point until) {
   return true;
 }
 
-int reps() {
+int reps(int fallback) {
   const char* v = std::getenv("STRATA_KILL_REPS");
-  return v ? std::atoi(v) : 20;
+  return v ? std::atoi(v) : fallback;
 }
 
-// One scenario: `reps()` jobs, each losing a random rank at a random moment.
-void run_scenario(const std::string& name, const std::string& mode, bool in_bootstrap) {
+// One scenario: `reps` jobs, each losing a random rank at a random moment.
+void run_scenario(const std::string& name, const std::string& mode, bool in_bootstrap,
+                  int ranks_per_node = 0, int repetitions = 20) {
   std::mt19937 rng(std::random_device{}());
   const fs::path base = fs::path(STRATA_KILL_DIR) / name;
   fs::remove_all(base);
-  for (int rep = 0; rep < reps(); ++rep) {
+  for (int rep = 0; rep < reps(repetitions); ++rep) {
     SCOPED_TRACE("repetition " + std::to_string(rep) + " of " + mode +
                  (in_bootstrap ? " (bootstrap)" : ""));
     const fs::path dir = base / std::to_string(rep);
@@ -154,7 +167,7 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_boot
     const auto shm_before = entries("/dev/shm");
     const auto tmp_before = entries("/tmp");
 
-    Job job = launch(mode, dir);
+    Job job = launch(mode, dir, ranks_per_node);
     const int victim = int(rng() % kRanks);
     if (!in_bootstrap) {
       ASSERT_TRUE(all_ready(job, 30s)) << "the job did not start";
@@ -189,5 +202,11 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_boot
 TEST(KillRank, DuringAllReduce) { run_scenario("all_reduce", "collective", false); }
 TEST(KillRank, BetweenCollectives) { run_scenario("between", "between", false); }
 TEST(KillRank, DuringBootstrap) { run_scenario("bootstrap", "collective", true); }
+TEST(KillRank, DuringHierarchicalAllReduce) {
+  run_scenario("hier_all_reduce", "collective", false, 2, 10);
+}
+TEST(KillRank, BetweenHierarchicalCollectives) {
+  run_scenario("hier_between", "between", false, 2, 10);
+}
 
 }  // namespace
