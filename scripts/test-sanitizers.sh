@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset `asan`, build in
-# build-asan/): any UB report or memory error fails its test. Leaks are not checked (UCX and Open
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset `asan`,
+# build in build-asan/): any UB report or memory error fails its test. scripts/test.sh runs a
+# subset of it (test preset `asan-ci`). Leaks are not checked (UCX and Open
 # MPI keep process-lifetime allocations). Left out: the emulated-cluster tests (namespaces, slow
 # under ASan) and install_consumer (a downstream build without the sanitizer cannot load an
 # instrumented library).

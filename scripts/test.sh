@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# Installs, builds, and runs the whole test suite through CTest (every test has a timeout).
+# Installs, builds, and runs the whole test suite through CTest (every test has a timeout), then
+# the engine and communicator tests again under AddressSanitizer + UndefinedBehaviorSanitizer and
+# under ThreadSanitizer (CMakePresets.json: asan-ci, tsan-ci; each builds just those tests, in
+# build-asan/ and build-tsan/). Arguments go to the first ctest; STRATA_SANITIZERS=0 skips the
+# sanitizer runs (about 7 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-cd build
-ctest --output-on-failure --timeout 900 "$@"
+(cd build && ctest --output-on-failure --timeout 900 "$@")
+[ "${STRATA_SANITIZERS:-1}" = 0 ] && exit 0
+for s in asan tsan; do
+  cmake --preset "$s" > "build-$s.log" 2>&1 || { cat "build-$s.log"; exit 1; }
+  cmake --build --preset "$s-ci" -j"$(nproc)" >> "build-$s.log" 2>&1 || { tail -50 "build-$s.log"; exit 1; }
+  echo "== $s: $(ctest --preset "$s-ci" -N | tail -1)"
+  ctest --preset "$s-ci"
+done
