@@ -166,8 +166,9 @@ void Engine::finish_locked(Op& op, std::exception_ptr e) {
     } catch (const std::exception& err) {
       what = err.what();
     }
-  recorder_.ended(op.record, what);
-  op.work->complete(e);
+  const auto now = Clock::now();  // one clock read for the record and the work
+  recorder_.ended(op.record, what, now);
+  op.work->complete(e, now);
   if (report) {
     recorder_.report(std::string(report) + " in " + op.where.op + " seq " +
                      std::to_string(op.where.seq));
@@ -186,9 +187,10 @@ void Engine::run_locked(Op& op) {
         "communicator is unusable after an earlier failure: " + broken_)));
     return;
   }
-  op.work->mark_running();
-  recorder_.started(op.record);
-  op.deadline = Clock::now() + timeout_;
+  const auto now = Clock::now();
+  op.work->mark_running(now);
+  recorder_.started(op.record, now);
+  op.deadline = now + timeout_;
   try {
     op.run(*worker_, op);
     if (op.is_collective || worker_->test(op.request, op.where)) {

@@ -34,18 +34,18 @@ uint64_t FlightRecorder::queued(const ErrorContext& where, bool collective, Data
   return id;
 }
 
-void FlightRecorder::started(uint64_t id) {
+void FlightRecorder::started(uint64_t id, Clock::time_point at) {
   std::lock_guard<std::mutex> l(mu_);
-  if (Record* r = find(id)) r->state = State::running, r->started_at = Clock::now();
+  if (Record* r = find(id)) r->state = State::running, r->started_at = at;
 }
 
-void FlightRecorder::ended(uint64_t id, const std::string& error) {
+void FlightRecorder::ended(uint64_t id, const std::string& error, Clock::time_point at) {
   std::lock_guard<std::mutex> l(mu_);
   Record* r = find(id);
   if (!r) return;
-  r->ended_at = Clock::now();
+  r->ended_at = at;
   r->state = error.empty() ? State::done : State::failed;
-  r->error = error.substr(0, error.find('\n'));
+  if (!error.empty()) r->error = error.substr(0, error.find('\n'));
 }
 
 std::string FlightRecorder::dump(const std::string& why) const {

@@ -22,9 +22,10 @@ class FlightRecorder {
 
   /// A new operation, queued now. Returns its id for started() and ended().
   uint64_t queued(const ErrorContext& where, bool collective, DataType dtype, size_t count);
-  void started(uint64_t id);
+  /// Started `at` (the engine passes the clock reading it already made).
+  void started(uint64_t id, Clock::time_point at = Clock::now());
   /// `error` empty: completed; else the failure, first line kept.
-  void ended(uint64_t id, const std::string& error = {});
+  void ended(uint64_t id, const std::string& error = {}, Clock::time_point at = Clock::now());
 
   /// The table, oldest first, with a header naming the rank, the group and `why`.
   std::string dump(const std::string& why) const;

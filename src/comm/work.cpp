@@ -9,14 +9,11 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return;
   const auto until = Clock::now() + timeout;
   if (auto engine = state_->engine.lock()) engine->drive(*state_, until);
-  std::unique_lock<std::mutex> l(state_->mu);
   // The engine is gone or another thread drives: wait for its notification, bounded.
-  state_->cv.wait_until(l, until, [&] {
-    return state_->status == detail::WorkState::Status::done ||
-           state_->status == detail::WorkState::Status::failed;
-  });
-  if (state_->status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
-  if (state_->status != detail::WorkState::Status::done) {
+  if (!state_->finished()) state_->sleep_until(until);
+  const auto status = state_->status.load(std::memory_order_acquire);
+  if (status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
+  if (status != detail::WorkState::Status::done) {
     throw Error(ErrorCode::timeout, {.op = "Work::wait"},
                 "not complete after " + std::to_string(timeout.count()) +
                     " ms; the operation is still pending (its own deadline is STRATA_TIMEOUT)");
@@ -30,15 +27,13 @@ void Work::wait() const {
 bool Work::test() const {
   if (!state_) return true;
   if (auto engine = state_->engine.lock()) engine->drive(*state_, Clock::now());
-  std::lock_guard<std::mutex> l(state_->mu);
-  if (state_->status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
-  return state_->status == detail::WorkState::Status::done;
+  const auto status = state_->status.load(std::memory_order_acquire);
+  if (status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
+  return status == detail::WorkState::Status::done;
 }
 
 double Work::elapsed_seconds() const {
-  if (!state_) return 0;
-  std::lock_guard<std::mutex> l(state_->mu);
-  if (state_->end == Clock::time_point{}) return 0;
+  if (!state_ || !state_->finished()) return 0;
   return std::chrono::duration<double>(state_->end - state_->start).count();
 }
 

@@ -1,6 +1,7 @@
 // Shared state behind a Work handle: completion, error and timing of one operation.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -12,35 +13,46 @@ namespace strata::comm { class Engine; }
 
 namespace strata::detail {
 
+// The status is an atomic so that a thread driving the engine asks "finished?" without a lock
+// (it asks several times per operation); the mutex and condition variable serve only a thread
+// that sleeps on the operation while another one drives it.
 struct WorkState {
   enum class Status { queued, running, done, failed };
 
+  std::atomic<Status> status{Status::queued};
+  std::exception_ptr error;               // set before status becomes failed
+  Clock::time_point start{}, end{};       // set before status becomes done or failed
+  std::weak_ptr<comm::Engine> engine;     // lets a waiting thread drive progress inline
+  std::chrono::milliseconds default_timeout{300000};
   std::mutex mu;
   std::condition_variable cv;
-  Status status = Status::queued;
-  std::exception_ptr error;
-  Clock::time_point start{}, end{};
-  std::weak_ptr<comm::Engine> engine;   // lets a waiting thread drive progress inline
-  std::chrono::milliseconds default_timeout{300000};
+  std::atomic<int> sleepers{0};           // threads in sleep_until()
 
-  bool finished() {
-    std::lock_guard<std::mutex> l(mu);
-    return status == Status::done || status == Status::failed;
+  bool finished() const {
+    const Status s = status.load(std::memory_order_acquire);
+    return s == Status::done || s == Status::failed;
   }
-  void mark_running() {
-    std::lock_guard<std::mutex> l(mu);
-    status = Status::running;
-    start = Clock::now();
+  void mark_running(Clock::time_point now) {
+    start = now;
+    status.store(Status::running, std::memory_order_relaxed);
   }
-  void complete(std::exception_ptr e = nullptr) {
-    {
+  void complete(std::exception_ptr e, Clock::time_point now) {
+    if (start == Clock::time_point{}) start = now;
+    end = now;
+    error = e;
+    status.store(e ? Status::failed : Status::done, std::memory_order_seq_cst);
+    // A sleeper announced itself before its last look at the status, so one of us sees the other.
+    if (sleepers.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> l(mu);
-      if (start == Clock::time_point{}) start = Clock::now();
-      end = Clock::now();
-      error = e;
-      status = e ? Status::failed : Status::done;
+      cv.notify_all();
     }
-    cv.notify_all();
+  }
+  /// Sleeps until finished() or `until`.
+  void sleep_until(Clock::time_point until) {
+    std::unique_lock<std::mutex> l(mu);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    cv.wait_until(l, until, [&] { return finished(); });
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 };
 
