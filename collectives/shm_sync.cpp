@@ -7,22 +7,12 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstring>
+#include <optional>
 
 #include "spin_policy.hpp"
 
 namespace strata::coll::shm_sync {
-namespace {
-
-// The futex word is the low 32 bits of the 64-bit counter (little-endian x86-64).
-uint32_t* futex_word(strata::shm::Counter& c) { return reinterpret_cast<uint32_t*>(&c.value); }
-
-void futex_wait(strata::shm::Counter& c, uint32_t seen, std::chrono::milliseconds max) {
-  timespec ts{long(max.count() / 1000), long(max.count() % 1000) * 1000000};
-  // Shared (not FUTEX_PRIVATE) because the word lives in memory mapped by several processes.
-  syscall(SYS_futex, futex_word(c), FUTEX_WAIT, seen, &ts, nullptr, 0);
-}
-
-}  // namespace
 
 const char* kind_name(uint32_t k) {
   switch (Kind(k)) {
@@ -35,26 +25,61 @@ const char* kind_name(uint32_t k) {
   return "unknown collective";
 }
 
-void publish(strata::shm::Segment& s, Field f, uint64_t value) {
-  auto& c = s.header(s.rank()).*f;
-  c.value.store(value, std::memory_order_seq_cst);
-  if (c.waiters.load(std::memory_order_seq_cst) > 0) {
-    syscall(SYS_futex, futex_word(c), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+namespace {
+
+// A value a rank publishes and the count of ranks asleep on it: a Counter, or a Line's seq.
+struct Flag {
+  std::atomic<uint64_t>& value;
+  std::atomic<uint32_t>& waiters;
+};
+
+// The futex word is the low 32 bits of the 64-bit value (little-endian x86-64).
+uint32_t* futex_word(std::atomic<uint64_t>& v) { return reinterpret_cast<uint32_t*>(&v); }
+
+void futex_wait(std::atomic<uint64_t>& v, uint32_t seen, std::chrono::milliseconds max) {
+  timespec ts{long(max.count() / 1000), long(max.count() % 1000) * 1000000};
+  // Shared (not FUTEX_PRIVATE) because the word lives in memory mapped by several processes.
+  syscall(SYS_futex, futex_word(v), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void publish_flag(Flag f, uint64_t value) {
+  f.value.store(value, std::memory_order_seq_cst);
+  if (f.waiters.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, futex_word(f.value), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
   }
 }
 
-void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
-              Clock::time_point deadline, const ErrorContext& where) {
-  auto& c = s.header(rank).*f;
+// Marks this rank as having given up on the collective (its peers' waits end at once) and
+// throws, naming `rank`.
+[[noreturn]] void give_up(strata::shm::Segment& s, int rank, const ErrorContext& where,
+                          const std::string& what) {
+  s.header(s.rank()).gave_up.store(1, std::memory_order_release);
+  ErrorContext w = where;
+  w.peer = rank;
+  throw Error(ErrorCode::peer_failure, w, what + " (do the ranks pass the same counts and dtypes?)");
+}
+
+std::string described(uint32_t kind, uint64_t bytes) {
+  return std::string(kind_name(kind)) + " of " + std::to_string(bytes) + " bytes per rank";
+}
+
+// Waits until `rank`'s flag reaches `target`. On the slow path (after spinning), asks the
+// watchdog, `rank`'s gave_up flag and `other_path(rank)`: what collective that rank is in when it
+// is one of the other path (tiny, in one line; or staged), which this wait would never see. The
+// flag is read again after that answer: a peer that published it and went on to a collective of
+// the other path is not in a mismatch (it stored the flag first, so the answer implies it).
+template <typename OtherPath>
+void wait_flag(strata::shm::Segment& s, int rank, Flag f, uint64_t target,
+               Clock::time_point deadline, const ErrorContext& where, OtherPath other_path) {
   // Most waits end within a few hundred nanoseconds: poll before paying for a clock read.
   for (int i = 0; i < 64; ++i) {
-    if (c.value.load(std::memory_order_acquire) >= value) return;
+    if (f.value.load(std::memory_order_acquire) >= target) return;
     _mm_pause();
   }
   const auto spin_until = Clock::now() + spin_budget(s.oversubscribed());
   do {
     for (int i = 0; i < 32; ++i) {
-      if (c.value.load(std::memory_order_acquire) >= value) return;
+      if (f.value.load(std::memory_order_acquire) >= target) return;
       _mm_pause();
     }
   } while (Clock::now() < spin_until);
@@ -64,13 +89,13 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
     // so that a long wait does not turn into a system-call storm.
     const auto yield_until = Clock::now() + kOversubscribedYield;
     while (Clock::now() < yield_until) {
-      if (c.value.load(std::memory_order_acquire) >= value) return;
+      if (f.value.load(std::memory_order_acquire) >= target) return;
       sched_yield();
     }
   }
   for (;;) {
     // Asleep, a dead peer would only show at the deadline: ask whether one has died, or whether
-    // the peer has abandoned this collective.
+    // the peer has abandoned this collective or is in another one.
     if (s.watchdog()) s.watchdog()->check(where);
     if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
       ErrorContext w = where;
@@ -79,16 +104,20 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
                   "rank " + std::to_string(rank) +
                       " abandoned this collective (see its error: the ranks disagree on it)");
     }
-    // Announce the sleep, then look once more: publish() stores before it reads `waiters`, so
-    // either it sees us or we see its value.
-    c.waiters.fetch_add(1, std::memory_order_seq_cst);
-    uint64_t seen = c.value.load(std::memory_order_seq_cst);
-    if (seen < value) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() > 0) futex_wait(c, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
+    if (const std::optional<std::string> other = other_path(rank);
+        other && f.value.load(std::memory_order_acquire) < target) {
+      give_up(s, rank, where, *other);
     }
-    c.waiters.fetch_sub(1, std::memory_order_seq_cst);
-    if (c.value.load(std::memory_order_acquire) >= value) return;
+    // Announce the sleep, then look once more: publish stores before it reads `waiters`, so
+    // either it sees us or we see its value.
+    f.waiters.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t seen = f.value.load(std::memory_order_seq_cst);
+    if (seen < target) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() > 0) futex_wait(f.value, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
+    }
+    f.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (f.value.load(std::memory_order_acquire) >= target) return;
     if (Clock::now() >= deadline) {
       ErrorContext w = where;
       w.peer = rank;
@@ -97,6 +126,65 @@ void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
                       " (STRATA_TIMEOUT; is that rank alive and in the same collective?)");
     }
   }
+}
+
+}  // namespace
+
+
+void publish(strata::shm::Segment& s, Field f, uint64_t value) {
+  auto& c = s.header(s.rank()).*f;
+  publish_flag({c.value, c.waiters}, value);
+}
+
+void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
+              Clock::time_point deadline, const ErrorContext& where) {
+  auto& c = s.header(rank).*f;
+  // A peer waited on here can be in a tiny collective only if the ranks called different ones:
+  // it would have had to finish this one first.
+  wait_flag(s, rank, {c.value, c.waiters}, value, deadline, where,
+            [&](int j) -> std::optional<std::string> {
+              for (const auto& line : s.header(j).lines) {
+                if (line.seq.load(std::memory_order_acquire) > s.next_line) {
+                  return "size mismatch: this rank is in a collective staged in chunks, rank " +
+                         std::to_string(j) + " in " +
+                         described(line.kind.load(), line.bytes.load());
+                }
+              }
+              return std::nullopt;
+            });
+}
+
+void publish_line(strata::shm::Segment& s, uint64_t number, const Expect& e, const void* data) {
+  auto& line = s.header(s.rank()).lines[number % 2];
+  line.kind.store(uint16_t(e.kind), std::memory_order_relaxed);
+  line.bytes.store(uint16_t(e.bytes), std::memory_order_relaxed);
+  std::memcpy(line.payload, data, e.bytes);
+  publish_flag({line.seq, line.waiters}, number);  // releases kind, bytes and payload with it
+}
+
+const uint8_t* wait_line(strata::shm::Segment& s, int rank, uint64_t number, const Expect& e,
+                         Clock::time_point deadline, const ErrorContext& where) {
+  auto& line = s.header(rank).lines[number % 2];
+  // A peer that has staged a chunk this rank has not is in a staged collective at this point of
+  // the sequence: it would have had to finish this tiny one first.
+  wait_flag(s, rank, {line.seq, line.waiters}, number, deadline, where,
+            [&](int j) -> std::optional<std::string> {
+              if (s.header(j).written.value.load(std::memory_order_acquire) <= s.next_chunk) {
+                return std::nullopt;
+              }
+              const auto& st = s.header(j).stamps[s.next_chunk % uint64_t(s.depth())];
+              return "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
+                     " (one cache line), rank " + std::to_string(j) + " in " +
+                     described(st.kind.load(), st.bytes.load()) + ", staged";
+            });
+  const uint16_t kind = line.kind.load(std::memory_order_relaxed);
+  const uint16_t bytes = line.bytes.load(std::memory_order_relaxed);
+  if (kind != uint16_t(e.kind) || bytes != e.bytes) {
+    give_up(s, rank, where,
+            "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
+                ", rank " + std::to_string(rank) + " in " + described(kind, bytes));
+  }
+  return line.payload;
 }
 
 void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e) {
@@ -117,14 +205,9 @@ void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expec
       st.chunk.load(std::memory_order_relaxed) == chunk) {
     return;
   }
-  s.header(s.rank()).gave_up.store(1, std::memory_order_release);
-  ErrorContext w = where;
-  w.peer = rank;
-  throw Error(ErrorCode::peer_failure, w,
-              "size mismatch: this rank is in " + std::string(kind_name(uint32_t(e.kind))) +
-                  " of " + std::to_string(e.bytes) + " bytes per rank, rank " +
-                  std::to_string(rank) + " in " + kind_name(kind) + " of " +
-                  std::to_string(bytes) + " bytes (do the ranks pass the same counts and dtypes?)");
+  give_up(s, rank, where,
+          "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) + ", rank " +
+              std::to_string(rank) + " in " + described(kind, bytes));
 }
 
 }  // namespace strata::coll::shm_sync

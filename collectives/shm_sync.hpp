@@ -17,7 +17,8 @@ using Field = strata::shm::Counter strata::shm::SlotHeader::*;
 /// Sets this rank's counter `f` to `value` and wakes peers sleeping on it.
 void publish(strata::shm::Segment& s, Field f, uint64_t value);
 
-/// Waits until `rank`'s counter reaches `value`; throws (timeout, naming the peer) at `deadline`.
+/// Waits until `rank`'s counter reaches `value`; throws (timeout, naming the peer) at `deadline`,
+/// or at once when `rank` gave up or is in a tiny collective (one cache line) instead.
 void wait_for(strata::shm::Segment& s, int rank, Field f, uint64_t value,
               Clock::time_point deadline, const ErrorContext& where);
 
@@ -39,6 +40,16 @@ void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e);
 /// this rank as having given up and throws (peer_failure, naming `rank` and both collectives).
 void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e,
                   Clock::time_point deadline, const ErrorContext& where);
+
+/// Writes tiny collective `number` (from 1) with `e.bytes` (<= shm::kLineBytes) of `data` into
+/// this rank's line and publishes it.
+void publish_line(strata::shm::Segment& s, uint64_t number, const Expect& e, const void* data);
+
+/// Waits until `rank` has published tiny collective `number`, checks it against `e`, and returns
+/// its payload. A rank found in a staged collective instead, or in a tiny one of another size,
+/// fails it as wait_written does.
+const uint8_t* wait_line(strata::shm::Segment& s, int rank, uint64_t number, const Expect& e,
+                         Clock::time_point deadline, const ErrorContext& where);
 
 /// Waits until every rank's counter reaches `value`.
 inline void wait_all(strata::shm::Segment& s, Field f, uint64_t value, Clock::time_point deadline,

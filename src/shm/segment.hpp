@@ -26,6 +26,22 @@ struct alignas(64) Counter {
   std::atomic<uint32_t> waiters{0};
 };
 
+/// Most bytes a tiny all-reduce carries in its cache line (collectives/shm_all_reduce.cpp).
+constexpr size_t kLineBytes = 48;
+
+/// A whole tiny collective in one cache line: a peer waits for `seq`, checks what it is, and
+/// reads the payload, all from the one line this rank wrote. Two per rank, used in turn: a rank
+/// starts tiny collective L + 2 only after every peer published L + 1, which each does only once
+/// it has read every line of L.
+struct alignas(64) Line {
+  std::atomic<uint64_t> seq{0};      ///< number (from 1) of the tiny collective it holds
+  std::atomic<uint32_t> waiters{0};  ///< ranks asleep on `seq` (a futex on its low half)
+  std::atomic<uint16_t> kind{0};     ///< shm_sync::Kind
+  std::atomic<uint16_t> bytes{0};
+  uint8_t payload[kLineBytes];
+};
+static_assert(sizeof(Line) == 64);
+
 /// Most staging buffers per rank (STRATA_SHM_DEPTH is clamped to it).
 constexpr int kMaxDepth = 64;
 
@@ -44,6 +60,7 @@ struct SlotHeader {
   /// Set when this rank abandoned a collective (its peers' waits fail at once instead of at
   /// their deadline); the group is unusable afterwards.
   std::atomic<uint32_t> gave_up{0};
+  Line lines[2];  ///< tiny collectives, alternately
 };
 
 class Segment {
@@ -73,6 +90,8 @@ class Segment {
   /// Chunks processed so far by this rank; every rank processes the same sequence, so this is
   /// also the value the counters of chunk `next_chunk` will reach.
   uint64_t next_chunk = 0;
+  /// Tiny collectives (one cache line each) so far by this rank, counted apart from chunks.
+  uint64_t next_line = 0;
 
  private:
   int rank_, size_;

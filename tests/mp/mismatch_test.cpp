@@ -154,4 +154,7 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
 }
 
 // One small (one-phase) and one chunked size.
-INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch, ::testing::Values(size_t(5), size_t(1) << 18));
+// 5 vs 6 floats: tiny all-reduces (one cache line each) of different sizes; 12 vs 13: a tiny one
+// against a staged one; 2^18: staged in chunks.
+INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch,
+                         ::testing::Values(size_t(5), size_t(12), size_t(1) << 18));
