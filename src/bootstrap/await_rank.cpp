@@ -18,12 +18,17 @@ std::optional<Error> reported_failure(Store& store, const ErrorContext& where) {
   try {
     if (store.add(kCount, 0) == 0) return std::nullopt;
     Bytes b = store.get(kFirst, std::chrono::seconds(2));
-    std::istringstream in(std::string(b.begin(), b.end()));  // "<culprit> <what>"
+    std::istringstream in(std::string(b.begin(), b.end()));  // "<culprit> <code> <what>"
     ErrorContext w = where;
-    in >> w.peer;
+    int code = int(ErrorCode::peer_failure);
+    in >> w.peer >> code;
     std::string rest;
     std::getline(in, rest);
-    return Error(ErrorCode::peer_failure, w, "setup failed elsewhere:" + rest);
+    // The reporter's kind of failure: a rank that timed out waiting for a missing rank makes the
+    // others fail with a timeout too, naming the same rank.
+    const bool known = code == int(ErrorCode::timeout) || code == int(ErrorCode::peer_failure);
+    return Error(known ? ErrorCode(code) : ErrorCode::peer_failure, w,
+                 "setup failed elsewhere:" + rest);
   } catch (const Error&) {
     return std::nullopt;  // no store: nothing to learn from it
   }
@@ -33,8 +38,8 @@ void report_failure(Store& store, const Error& e) {
   if (e.where().peer < 0) return;
   try {
     if (store.add(kCount, 1) != 1) return;  // someone else's report stands
-    const std::string text = std::to_string(e.where().peer) + " rank " +
-                             std::to_string(e.where().rank) + " reported: " + e.what();
+    const std::string text = std::to_string(e.where().peer) + " " + std::to_string(int(e.code())) +
+                             " rank " + std::to_string(e.where().rank) + " reported: " + e.what();
     store.set(kFirst, Bytes(text.begin(), text.end()));
   } catch (const Error&) {
   }
@@ -46,6 +51,7 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
   ErrorContext w = where;
   w.peer = owner;
   const auto deadline = Clock::now() + timeout;
+  std::optional<Error> report;  // another rank's failure, thrown as it reported it
   try {
     for (;;) {
       const auto left =
@@ -56,7 +62,7 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
       } catch (const Error& e) {
         if (e.code() != ErrorCode::timeout || left <= kSlice) throw;
       }
-      if (auto report = reported_failure(store, where)) throw *report;
+      if ((report = reported_failure(store, where))) break;
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known
@@ -72,6 +78,7 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
     }
     throw Error(e.code(), w, "waiting for " + who + "'s " + what + ": " + e.what());
   }
+  throw *report;
 }
 
 }  // namespace strata::bootstrap
