@@ -130,7 +130,6 @@ void wait_flag(strata::shm::Segment& s, int rank, Flag f, uint64_t target,
 
 }  // namespace
 
-
 void publish(strata::shm::Segment& s, Field f, uint64_t value) {
   auto& c = s.header(s.rank()).*f;
   publish_flag({c.value, c.waiters}, value);

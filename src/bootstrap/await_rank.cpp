@@ -6,8 +6,7 @@
 namespace strata::bootstrap {
 namespace {
 
-// How often a waiting rank looks for another rank's failure report. A wait that outlasts a slice
-// reconnects to the store (see tcp_store_client.cpp), so not much more often than this.
+// How often a sliced wait asks whether to give up (in_slices).
 constexpr auto kSlice = std::chrono::milliseconds(250);
 const std::string kCount = "failed/count";
 const std::string kFirst = "failed/first";
@@ -45,24 +44,33 @@ void report_failure(Store& store, const Error& e) {
   }
 }
 
+bool in_slices(std::chrono::milliseconds timeout,
+               const std::function<void(std::chrono::milliseconds)>& call,
+               const std::function<bool()>& stop) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    try {
+      call(std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(kSlice)));
+      return true;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::timeout || left <= kSlice) throw;
+    }
+    if (stop()) return false;
+  }
+}
+
 Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
                     const ErrorContext& where, std::chrono::milliseconds timeout) {
   const std::string who = "rank " + std::to_string(owner);
   ErrorContext w = where;
   w.peer = owner;
-  const auto deadline = Clock::now() + timeout;
+  Bytes value;
   std::optional<Error> report;  // another rank's failure, thrown as it reported it
   try {
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      try {
-        return store.get(key, std::clamp(left, std::chrono::milliseconds(1),
-                                          std::chrono::milliseconds(kSlice)));
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::timeout || left <= kSlice) throw;
-      }
-      if ((report = reported_failure(store, where))) break;
+    if (in_slices(timeout, [&](std::chrono::milliseconds slice) { value = store.get(key, slice); },
+                  [&] { return (report = reported_failure(store, where)).has_value(); })) {
+      return value;
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,14 @@ namespace strata::bootstrap {
 /// was to publish `what` ("its UCX address"). Fails early when another rank reported a failure.
 Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
                     const ErrorContext& where, std::chrono::milliseconds timeout);
+
+/// Runs `call(slice)`, a blocking store call that throws ErrorCode::timeout, in slices of at
+/// most 250 ms until it returns (true), `timeout` passes (its last timeout is rethrown), or
+/// `stop()`, asked between slices, says to give up (false). A wait that outlasts a slice
+/// reconnects to the TCP store (tcp_store_client.cpp), so slices are not much shorter.
+bool in_slices(std::chrono::milliseconds timeout,
+               const std::function<void(std::chrono::milliseconds)>& call,
+               const std::function<bool()>& stop);
 
 /// The failure another rank of the group recorded with report_failure, as an Error at `where`
 /// naming its culprit; nullopt when there is none (or no store to ask).

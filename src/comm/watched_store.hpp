@@ -22,9 +22,9 @@ class WatchedStore final : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
 
  private:
-  /// Runs `call(slice)` until it returns without timing out, `timeout` passes or `failed_()`.
-  void in_slices(std::chrono::milliseconds timeout,
-                 const std::function<void(std::chrono::milliseconds)>& call);
+  /// Runs `call(slice)` in slices (bootstrap::in_slices); throws once `failed_()`.
+  void watched(std::chrono::milliseconds timeout,
+               const std::function<void(std::chrono::milliseconds)>& call);
 
   std::shared_ptr<Store> base_;
   std::function<bool()> failed_;
