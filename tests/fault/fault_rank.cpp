@@ -1,6 +1,7 @@
 // One rank of the kill tests (kill_test.cpp starts four of these through the torchrun-style
-// environment and kills one). Joins the job, says it is ready, then runs collectives until one
-// fails; a failure prints the error and the culprit's rank and exits 3, so the driver can check
+// environment and kills one). Joins the job, runs one collective (so every connection a
+// collective uses is made: see "Connecting" in docs/architecture.md), says it is ready, then
+// runs collectives until one fails; a failure prints the error and the culprit's rank and exits 3, so the driver can check
 // that every survivor named the rank it killed.
 //
 //   strata-fault-rank MODE READY_FILE
@@ -26,9 +27,10 @@ int main(int argc, char** argv) {
   const bool between = mode == "between";
   try {
     auto world = strata::Communicator::from_env();
-    std::ofstream(argv[2]) << ::getpid() << "\n";
     const size_t count = between ? 1024 : (1u << 18);
     std::vector<int32_t> data(count);
+    world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();
+    std::ofstream(argv[2]) << ::getpid() << "\n";
     for (int64_t iter = 0;; ++iter) {
       for (size_t i = 0; i < count; ++i) data[i] = int32_t((i + iter) % 1000) + world.rank();
       world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();

@@ -10,7 +10,9 @@
 // forced hierarchical: a survivor waiting in its node's shared memory for a neighbour must learn
 // of a death that neighbour saw on its rail (10 repetitions each; UCX on TCP, as between machines:
 // a peer killed in the middle of a UCX shared-memory (CMA) read makes UCX abort the reader, see
-// docs/architecture.md).
+// docs/architecture.md). Every rank is ready after its first collective: a peer that dies while
+// UCX 1.13 is still connecting to it over TCP makes UCX abort the survivor (architecture.md,
+// "Connecting"), so the hierarchical scenarios kill only once the groups are connected.
 // The ranks are tests/fault/fault_rank.cpp, launched the torchrun way (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT) by this driver, which unlike mpirun lets the survivors finish.
 #include <gtest/gtest.h>
