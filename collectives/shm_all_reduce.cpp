@@ -1,5 +1,7 @@
 // Shared-memory all-reduce: per chunk, stage -> reduce own sub-block from every slot -> copy the
 // other sub-blocks back. See shm_collectives.hpp for the scheme and its cost.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -36,30 +38,58 @@ void all_reduce_small(ShmContext c, const void* in, void* out, size_t count, Dat
   publish(s, &SlotHeader::consumed, seq + 1);
 }
 
+}  // namespace
+
 // Tiny messages (one cache line): every rank writes its input and the line's number in one
 // cache line and reduces all lines in rank order. One cross-core transfer per peer on the
 // critical path, no staging buffer to free first.
-void all_reduce_tiny(ShmContext c, const void* in, void* out, size_t count, DataType dt,
-                     ReduceOp op) {
-  auto& s = c.seg;
-  const int n = s.size();
-  const Expect e{Kind::all_reduce, count * dtype_size(dt)};
+uint64_t shm_tiny_all_reduce_post(shm::Segment& s, const void* in, size_t count, DataType dt) {
   const uint64_t number = ++s.next_line;
-  publish_line(s, number, e, in);
-  const uint8_t* first = wait_line(s, 0, number, e, c.deadline, c.where);
-  const uint8_t* second = wait_line(s, 1, number, e, c.deadline, c.where);
-  reduce(out, first, second, count, dt, op);
-  for (int j = 2; j < n; ++j) reduce(out, out, wait_line(s, j, number, e, c.deadline, c.where), count, dt, op);
+  publish_line(s, number, {Kind::all_reduce, count * dtype_size(dt)}, in);
+  return number;
+}
+
+namespace {
+
+void reduce_lines(shm::Segment& s, uint64_t number, void* out, size_t count, DataType dt,
+                  ReduceOp op, const Expect& e, const ShmContext* wait) {
+  auto line = [&](int j) {
+    return wait ? wait_line(s, j, number, e, wait->deadline, wait->where)
+                : s.header(j).lines[number % 2].payload;
+  };
+  const int n = s.size();
+  const uint8_t* first = line(0);
+  reduce(out, first, line(1), count, dt, op);
+  for (int j = 2; j < n; ++j) reduce(out, out, line(j), count, dt, op);
   if (op == ReduceOp::avg) divide_by(out, count, dt, n);
 }
 
 }  // namespace
 
+bool shm_tiny_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
+                                    DataType dt, ReduceOp op, int polls) {
+  const Expect e{Kind::all_reduce, count * dtype_size(dt)};
+  for (int j = 0; j < s.size(); ++j) {
+    for (int i = 0; !line_ready(s, j, number, e); ++i) {
+      if (i >= polls) return false;
+      _mm_pause();
+    }
+  }
+  reduce_lines(s, number, out, count, dt, op, e, nullptr);
+  return true;
+}
+
+void shm_tiny_all_reduce_finish(ShmContext c, uint64_t number, void* out, size_t count,
+                                DataType dt, ReduceOp op) {
+  reduce_lines(c.seg, number, out, count, dt, op, {Kind::all_reduce, count * dtype_size(dt)}, &c);
+}
+
 void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,
                     ReduceOp op) {
   auto& s = c.seg;
   if (s.size() > 1 && count * dtype_size(dt) <= shm::kLineBytes) {
-    all_reduce_tiny(c, in, out, count, dt, op);
+    shm_tiny_all_reduce_finish(c, shm_tiny_all_reduce_post(s, in, count, dt), out, count, dt,
+                               op);
     return;
   }
   if (s.size() > 1 && count * dtype_size(dt) <= kShmSmallBytes) {

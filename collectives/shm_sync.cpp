@@ -186,6 +186,13 @@ const uint8_t* wait_line(strata::shm::Segment& s, int rank, uint64_t number, con
   return line.payload;
 }
 
+bool line_ready(strata::shm::Segment& s, int rank, uint64_t number, const Expect& e) {
+  const auto& line = s.header(rank).lines[number % 2];
+  return line.seq.load(std::memory_order_acquire) >= number &&
+         line.kind.load(std::memory_order_relaxed) == uint16_t(e.kind) &&
+         line.bytes.load(std::memory_order_relaxed) == e.bytes;
+}
+
 void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e) {
   auto& st = s.header(s.rank()).stamps[chunk % uint64_t(s.depth())];
   st.chunk.store(chunk, std::memory_order_relaxed);

@@ -51,6 +51,10 @@ void publish_line(strata::shm::Segment& s, uint64_t number, const Expect& e, con
 const uint8_t* wait_line(strata::shm::Segment& s, int rank, uint64_t number, const Expect& e,
                          Clock::time_point deadline, const ErrorContext& where);
 
+/// True when `rank` has published tiny collective `number` and it matches `e`: wait_line would
+/// return at once, without an error. Never blocks, never throws.
+bool line_ready(strata::shm::Segment& s, int rank, uint64_t number, const Expect& e);
+
 /// Waits until every rank's counter reaches `value`.
 inline void wait_all(strata::shm::Segment& s, Field f, uint64_t value, Clock::time_point deadline,
                      const ErrorContext& where) {

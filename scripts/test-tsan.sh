@@ -20,7 +20,7 @@ timeout 3000 cmake --build build-tsan -j"$(nproc)" \
   --target store_test flight_recorder_test strata_mp_tests strata-run > /dev/null
 timeout 900 ctest --preset tsan-ci
 
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}"
 export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 export GTEST_FILTER=-PointToPoint.MessageLargerThan2GiB:Engine.*UsesNoCpu
 bin=build-tsan/bin

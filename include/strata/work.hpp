@@ -23,7 +23,8 @@ class Work {
   void wait() const;
   /// True when complete; throws strata::Error if the operation failed. Never blocks for long.
   bool test() const;
-  /// Seconds between the operation's start and its completion (0 until complete).
+  /// Seconds between the operation's start and its completion (0 until complete, and for an
+  /// operation that completed inside the call that issued it: a tiny all-reduce on one node).
   double elapsed_seconds() const;
 
  private:

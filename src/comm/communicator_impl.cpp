@@ -127,8 +127,7 @@ void Communicator::Impl::abort() {
 }
 
 ErrorContext Communicator::Impl::context(const char* op, int peer) {
-  std::lock_guard<std::mutex> l(seq_mu_);
-  return ErrorContext{rank, name, op, int64_t(coll_seq_), peer};
+  return ErrorContext{rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
 }
 
 Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
@@ -138,11 +137,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.dtype = data.dtype;
   op.count = data.count;
   op.reduce = reduce;
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> l(seq_mu_);
-    seq = coll_seq_++;
-  }
+  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
   op.run = [this, body = std::move(body), seq](ucx::Worker& w, comm::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
@@ -160,10 +155,8 @@ Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint
   op.bytes = buf.bytes();
   op.dtype = buf.dtype;
   op.count = buf.count;
-  {
-    std::lock_guard<std::mutex> l(seq_mu_);
-    op.where = ErrorContext{rank, name, is_send ? "send" : "recv", int64_t(p2p_seq_++), peer};
-  }
+  op.where = ErrorContext{rank, name, is_send ? "send" : "recv",
+                          int64_t(p2p_seq_.fetch_add(1, std::memory_order_relaxed)), peer};
   op.run = [is_send, buf, peer, tag](ucx::Worker& w, comm::Op& self) {
     self.request = is_send ? w.post_send(peer, buf.data, buf.bytes(), tag)
                            : w.post_recv(peer, buf.data, buf.bytes(), tag);

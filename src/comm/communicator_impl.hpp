@@ -1,9 +1,11 @@
 // State behind a Communicator handle.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "collectives/p2p.hpp"
@@ -47,6 +49,10 @@ class Communicator::Impl {
   /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
   /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
   void hierarchical(const Exec& e, const std::function<void(comm::Hierarchy&)>& legs);
+  /// A tiny all-reduce on one node, completed inside the call when the engine is idle and the
+  /// peers are in step (comm/immediate.cpp). Empty when it must be queued instead; the caller
+  /// has checked the arguments.
+  std::optional<Work> tiny_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
   /// Communicator::abort(): this group and its node and rail groups.
@@ -73,9 +79,9 @@ class Communicator::Impl {
   std::shared_ptr<comm::PeerHealth> health_;    // consulted by the engine's and shm's waits
   std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
   std::shared_ptr<comm::Engine> engine_;
-  std::mutex seq_mu_;
-  uint64_t coll_seq_ = 0;
-  uint64_t p2p_seq_ = 0;
+  // Atomic, not locked: read or bumped once per call (ranks issue in one order per group anyway).
+  std::atomic<uint64_t> coll_seq_{0};
+  std::atomic<uint64_t> p2p_seq_{0};
   uint64_t split_seq_ = 0;
 };
 

@@ -131,10 +131,15 @@ void Engine::sleep_locked(Clock::time_point until) {
   sleepers_.fetch_sub(1);
 }
 
-std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
+std::shared_ptr<detail::WorkState> Engine::new_work() {
   auto work = std::make_shared<detail::WorkState>();
   work->engine = weak_from_this();
   work->default_timeout = timeout_;
+  return work;
+}
+
+std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
+  auto work = new_work();
   op.work = work;
   op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count);
   const size_t bytes = op.bytes;
@@ -143,6 +148,40 @@ std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
     queue_.push_back(std::move(op));
   }
   if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
+  arm_kick(bytes);
+  return work;
+}
+
+std::unique_lock<std::mutex> Engine::try_claim() {
+  std::unique_lock<std::mutex> ex(exec_mu_, std::try_to_lock);
+  if (!ex.owns_lock()) return ex;
+  bool idle;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    idle = queue_.empty();
+  }
+  // After a failure every operation must fail the queued way, with its error and record.
+  if (!idle || !broken_.empty() || health_->failed()) ex.unlock();
+  return ex;
+}
+
+void Engine::record_completed(const ErrorContext& where, DataType dtype, size_t count,
+                              Clock::time_point at) {
+  recorder_.completed(where, dtype, count, at);
+}
+
+std::shared_ptr<detail::WorkState> Engine::finish_later(Op op, Clock::time_point started) {
+  auto work = new_work();
+  work->mark_running(started);
+  op.work = work;
+  op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count, started);
+  recorder_.started(op.record, started);
+  op.deadline = started + timeout_;
+  const size_t bytes = op.bytes;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    queue_.push_front(std::move(op));
+  }
   arm_kick(bytes);
   return work;
 }
@@ -187,10 +226,12 @@ void Engine::run_locked(Op& op) {
         "communicator is unusable after an earlier failure: " + broken_)));
     return;
   }
-  const auto now = Clock::now();
-  op.work->mark_running(now);
-  recorder_.started(op.record, now);
-  op.deadline = now + timeout_;
+  if (op.work->status.load(std::memory_order_relaxed) == detail::WorkState::Status::queued) {
+    const auto now = Clock::now();  // (an op from finish_later() started already)
+    op.work->mark_running(now);
+    recorder_.started(op.record, now);
+    op.deadline = now + timeout_;
+  }
   try {
     op.run(*worker_, op);
     if (op.is_collective || worker_->test(op.request, op.where)) {

@@ -10,7 +10,8 @@
 // (default 50 us) for operations of 1 MiB and more, whose overlap with compute matters, and 2 ms
 // for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
 // small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
-// epoll and uses no CPU.
+// epoll and uses no CPU. A tiny all-reduce may bypass the queue altogether when the engine is
+// idle (try_claim; comm/immediate.cpp).
 #pragma once
 
 #include <atomic>
@@ -59,6 +60,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::shared_ptr<detail::WorkState> submit(Op op);
   /// Drives the queue from the calling thread until `target` finishes or `until` passes.
   void drive(detail::WorkState& target, Clock::time_point until);
+  /// The immediate path (comm/immediate.cpp): an operation the caller completes itself, inside
+  /// the call that issued it, with no Op, no queue and no allocation. try_claim() hands the
+  /// caller the worker and the shared segment when no other thread holds them, nothing is queued
+  /// (so issue order holds) and the group is healthy; otherwise it returns an unlocked lock and
+  /// the operation is submitted as usual.
+  std::unique_lock<std::mutex> try_claim();
+  /// With the claim held: the operation completed at `at`; records it.
+  void record_completed(const ErrorContext& where, DataType dtype, size_t count,
+                        Clock::time_point at);
+  /// With the claim held: the operation started at `started` but must wait for its peers. The
+  /// rest of it, `op` (op.run, where, sizes), goes to the front of the queue with the deadline
+  /// counted from `started`; whoever drives next finishes it. Returns its work state.
+  std::shared_ptr<detail::WorkState> finish_later(Op op, Clock::time_point started);
   std::chrono::milliseconds timeout() const { return timeout_; }
   const FlightRecorder& recorder() const { return recorder_; }
   /// Fails every queued and pending operation (ErrorCode::aborted), tells the peers, stops the
@@ -79,6 +93,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
   void stop_thread();
+  std::shared_ptr<detail::WorkState> new_work();
 
   std::unique_ptr<ucx::Worker> worker_;
   std::shared_ptr<PeerHealth> health_;

@@ -21,17 +21,41 @@ FlightRecorder::Record* FlightRecorder::find(uint64_t id) {
   return r.id == id ? &r : nullptr;
 }
 
-uint64_t FlightRecorder::queued(const ErrorContext& where, bool collective, DataType dtype,
-                                size_t count) {
-  std::lock_guard<std::mutex> l(mu_);
+FlightRecorder::Record* FlightRecorder::add(const ErrorContext& where, bool collective,
+                                            DataType dtype, size_t count, Clock::time_point at) {
   const uint64_t id = next_++;
-  if (ring_.empty()) return id;
+  if (ring_.empty()) return nullptr;
   rank_ = where.rank;
   if (group_.empty()) group_ = where.group;
   Record& r = ring_[id % ring_.size()];
-  r = Record{id, where.seq, where.op, collective, dtype, count, where.peer, State::queued,
-             Clock::now(), {}, {}, {}};
-  return id;
+  r.id = id;
+  r.seq = where.seq;
+  r.op = where.op;  // reuses the record's string: no allocation once the ring has gone round
+  r.collective = collective;
+  r.dtype = dtype;
+  r.count = count;
+  r.peer = where.peer;
+  r.state = State::queued;
+  r.queued_at = at;
+  r.started_at = r.ended_at = {};
+  r.error.clear();
+  return &r;
+}
+
+uint64_t FlightRecorder::queued(const ErrorContext& where, bool collective, DataType dtype,
+                                size_t count, Clock::time_point at) {
+  std::lock_guard<std::mutex> l(mu_);
+  Record* r = add(where, collective, dtype, count, at);
+  return r ? r->id : next_ - 1;
+}
+
+void FlightRecorder::completed(const ErrorContext& where, DataType dtype, size_t count,
+                               Clock::time_point at) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (Record* r = add(where, true, dtype, count, at)) {
+    r->state = State::done;
+    r->started_at = r->ended_at = at;
+  }
 }
 
 void FlightRecorder::started(uint64_t id, Clock::time_point at) {

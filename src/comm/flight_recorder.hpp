@@ -21,7 +21,11 @@ class FlightRecorder {
   explicit FlightRecorder(size_t capacity);
 
   /// A new operation, queued now. Returns its id for started() and ended().
-  uint64_t queued(const ErrorContext& where, bool collective, DataType dtype, size_t count);
+  uint64_t queued(const ErrorContext& where, bool collective, DataType dtype, size_t count,
+                  Clock::time_point at = Clock::now());
+  /// A collective that completed inside the call that issued it, at `at` (comm/immediate.cpp):
+  /// one record, queued, started and ended then, written under one lock.
+  void completed(const ErrorContext& where, DataType dtype, size_t count, Clock::time_point at);
   /// Started `at` (the engine passes the clock reading it already made).
   void started(uint64_t id, Clock::time_point at = Clock::now());
   /// `error` empty: completed; else the failure, first line kept.
@@ -47,6 +51,9 @@ class FlightRecorder {
     std::string error;
   };
   Record* find(uint64_t id);  // null once overwritten; needs mu_
+  // A new record, queued `at`; null when recording nothing. Needs mu_.
+  Record* add(const ErrorContext& where, bool collective, DataType dtype, size_t count,
+              Clock::time_point at);
 
   mutable std::mutex mu_;
   std::vector<Record> ring_;

@@ -94,10 +94,6 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, total_bytes_);
 }
 
-SlotHeader& Segment::header(int rank) {
-  return *reinterpret_cast<SlotHeader*>(base_ + slot_bytes_ * size_t(rank));
-}
-
 uint8_t* Segment::buffer(int rank, uint64_t index) {
   return base_ + slot_bytes_ * size_t(rank) + round_up(sizeof(SlotHeader), 4096) +
          chunk_bytes_ * size_t(index % uint64_t(depth_));

@@ -79,7 +79,9 @@ class Segment {
   int depth() const { return depth_; }
   /// More ranks in this group than cores this process may run on: waiting must not spin.
   bool oversubscribed() const { return oversubscribed_; }
-  SlotHeader& header(int rank);
+  SlotHeader& header(int rank) {  // inline: every wait polls through it
+    return *reinterpret_cast<SlotHeader*>(base_ + slot_bytes_ * size_t(rank));
+  }
   /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
   uint8_t* buffer(int rank, uint64_t index);
 
