@@ -45,31 +45,30 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   }
 }
 
-// All-to-all rounds span several staging buffers (`wide` of the slot's `depth`, contiguous):
-// every round all ranks must meet, and with more ranks than cores each meeting costs scheduler
-// slices, so fewer, larger rounds win (benchmarks/RESULTS.md, "Why"). A round
-// starts on a buffer index that is a multiple of `wide`, so its buffers are contiguous; the
-// indices skipped to get there are marked consumed (nothing was written to them).
+// All-to-all rounds span several staging buffers (up to the slot's `depth`, contiguous): every
+// round all ranks must meet, and with more ranks than cores each meeting costs scheduler slices,
+// so fewer, larger rounds win (benchmarks/RESULTS.md, "Why"). A round stops at the slot's end, so
+// its buffers are contiguous; no buffer index is skipped, so ranks that disagree on the size
+// still meet on the same chunk numbers and see each other's stamps (a size-mismatch error).
 void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
+  const uint64_t depth = uint64_t(s.depth());
   // As wide as the message needs, up to the whole slot: a message that fits one buffer keeps
   // the depth to run ahead into, which back-to-back small all-to-alls need.
-  const uint64_t wide = std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(),
-                                             1, uint64_t(s.depth()));
-  const size_t per_chunk = std::max<size_t>(s.chunk_bytes() * wide / n / 64 * 64, 1);
+  const uint64_t wide =
+      std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(), 1, depth);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
   const Expect e{Kind::all_to_all, bytes};
-  if (const uint64_t skew = s.next_chunk % wide; skew != 0 && bytes > 0) {
-    s.next_chunk += wide - skew;
-    publish(s, &SlotHeader::consumed, s.next_chunk);
-  }
-  for (size_t off = 0; off < bytes; off += per_chunk) {
-    const size_t k = std::min(per_chunk, bytes - off);
-    const uint64_t first = s.next_chunk, last = first + wide - 1;
-    s.next_chunk += wide;
+  for (size_t off = 0; off < bytes;) {
+    const uint64_t first = s.next_chunk;
+    const uint64_t span = std::min(wide, depth - first % depth);
+    const uint64_t last = first + span - 1;
+    const size_t k = std::min(std::max<size_t>(s.chunk_bytes() * span / n / 64 * 64, 1),
+                              bytes - off);
+    s.next_chunk += span;
     wait_free(c, last);
     uint8_t* mine = s.buffer(r, first);
     for (int j = 0; j < n; ++j) {
@@ -83,6 +82,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
       put(dst + j * bytes + off, s.buffer(j, first) + r * k, k);
     }
     publish(s, &SlotHeader::consumed, last + 1);
+    off += k;
   }
 }
 

@@ -121,11 +121,12 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
       case 0: return c.all_reduce(Buffer{in.data(), count, DataType::f32},
                                   Buffer{out.data(), count, DataType::f32}, ReduceOp::sum);
       case 1: return c.all_gather(Buffer{in.data(), count, DataType::f32}, buffer(out));
-      default: return c.broadcast(Buffer{in.data(), count, DataType::f32},
-                                  Buffer{out.data(), count, DataType::f32}, 0);
+      case 2: return c.broadcast(Buffer{in.data(), count, DataType::f32},
+                                 Buffer{out.data(), count, DataType::f32}, 0);
+      default: return c.all_to_all(buffer(in), buffer(out));
     }
   };
-  for (int which = 0; which < 3; ++which) {
+  for (int which = 0; which < 4; ++which) {
     SCOPED_TRACE("collective " + std::to_string(which));
     if (which > 0) c = w.split(0, w.rank());  // the failed group is unusable: a fresh one
     std::fill(out.begin(), out.end(), -7.0f);
@@ -142,19 +143,20 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
                          m.find("abandoned this collective") != std::string::npos;
       EXPECT_TRUE(named) << m;
     }
-    // Nothing from a peer lands in the output. (All-gather copies this rank's own block first,
-    // from its own input: that block may hold the input's 1.0.)
+    // Nothing from a peer lands in the output. (All-gather and all-to-all copy this rank's own
+    // block first, from its own input: that block may hold the input's 1.0.)
     const size_t own = size_t(c.rank()) * count;
     for (size_t i = 0; i < out.size() && !bcast_root; ++i) {
-      const bool own_block = which == 1 && i >= own && i < own + count;
+      const bool own_block = (which == 1 || which == 3) && i >= own && i < own + count;
       if (own_block && out[i] == 1.0f) continue;
       ASSERT_EQ(out[i], -7.0f) << "output element " << i << " was written";
     }
   }
 }
 
-// One small (one-phase) and one chunked size.
 // 5 vs 6 floats: tiny all-reduces (one cache line each) of different sizes; 12 vs 13: a tiny one
-// against a staged one; 2^18: staged in chunks.
+// against a staged one; 2^15: at n = 2, all-to-all rounds of one staging buffer against rounds
+// of two; 2^18: staged in chunks.
 INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch,
-                         ::testing::Values(size_t(5), size_t(12), size_t(1) << 18));
+                         ::testing::Values(size_t(5), size_t(12), size_t(1) << 15,
+                                           size_t(1) << 18));
