@@ -17,7 +17,7 @@ namespace strata {
 namespace {
 
 // Polls per peer before the rest is queued: a few microseconds, the spread of ranks that call in
-// step, and nothing on an oversubscribed node, where a missing peer is waiting for a core.
+// step; only a glance on an oversubscribed node, where a missing peer is waiting for a core.
 int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 512; }
 
 }  // namespace
