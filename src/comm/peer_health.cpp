@@ -47,6 +47,22 @@ void PeerHealth::check(const ErrorContext& where) {
 }
 
 void PeerHealth::probe() {
+  if (take_notice()) return;
+  for (size_t r = 0; r < processes_.size(); ++r) {
+    if (int(r) != rank_ && !process_alive(int(r))) {
+      // A rank that saw a death reports it and only then exits: its notice may still be in
+      // flight to us. Take it before blaming that rank (kill_test caught rank 3 naming rank 1,
+      // which had exited after reporting rank 2's death).
+      for (int round = 0; round < 16; ++round) {
+        if (take_notice()) return;
+      }
+      report_death(int(r));
+      return;
+    }
+  }
+}
+
+bool PeerHealth::take_notice() {
   // Notices first: a rank that reported a death and then exited is not the culprit, the rank
   // it named is (its notice is delivered before it exits: send_notice waits for completion).
   if (worker_) {
@@ -67,15 +83,10 @@ void PeerHealth::probe() {
                    "down?)");
         worker_->send_notice(*n);
       }
-      return;
+      return true;
     }
   }
-  for (size_t r = 0; r < processes_.size(); ++r) {
-    if (int(r) != rank_ && !process_alive(int(r))) {
-      report_death(int(r));
-      return;
-    }
-  }
+  return false;
 }
 
 Error PeerHealth::explain(const Error& e) const {
