@@ -71,8 +71,9 @@ std::string described(uint32_t kind, uint64_t bytes) {
 template <typename OtherPath>
 void wait_flag(strata::shm::Segment& s, int rank, Flag f, uint64_t target,
                Clock::time_point deadline, const ErrorContext& where, OtherPath other_path) {
-  // Most waits end within a few hundred nanoseconds: poll before paying for a clock read.
-  for (int i = 0; i < 64; ++i) {
+  // Most waits end within a few hundred nanoseconds: poll before paying for a clock read (not when
+  // oversubscribed, where the peer may need this core: spin_policy.hpp).
+  for (int i = 0, n = s.oversubscribed() ? 1 : 64; i < n; ++i) {
     if (f.value.load(std::memory_order_acquire) >= target) return;
     _mm_pause();
   }

@@ -5,7 +5,11 @@
 //    STRATA_SPIN_US (default 20 ms);
 //  - the progress thread, which shares the cores with the trainer's compute, polls 50 us, unless
 //    a caller is blocked waiting on that very communicator (then its core is free: as inline);
-//  - with more ranks on the node than cores, polling only delays the peer being waited for: 2 us.
+//  - with more ranks on the node than cores, polling only delays the peer being waited for, which
+//    may be queued behind the poller on its core: no poll at all, the waiter yields at once
+//    (sched_yield, kOversubscribedYield) and sleeps only after that. Measured (8-byte all-reduce,
+//    4 ranks on 2 cores, A/B in one session): a 2 us poll gave 10.7-14.0 us, yielding at once
+//    3.9-8.6 us.
 #pragma once
 
 #include <atomic>
