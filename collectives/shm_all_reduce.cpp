@@ -1,6 +1,7 @@
 // Shared-memory all-reduce: per chunk, stage -> reduce own sub-block from every slot -> copy the
 // other sub-blocks back. See shm_collectives.hpp for the scheme and its cost.
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -72,7 +73,9 @@ bool shm_tiny_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out,
   for (int j = 0; j < s.size(); ++j) {
     for (int i = 0; !line_ready(s, j, number, e); ++i) {
       if (i >= polls) return false;
-      _mm_pause();
+      // Oversubscribed, the peer is likely waiting for this very core: hand it over.
+      if (s.oversubscribed()) sched_yield();
+      else _mm_pause();
     }
   }
   reduce_lines(s, number, out, count, dt, op, e, nullptr);

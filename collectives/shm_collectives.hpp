@@ -29,7 +29,8 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
 /// All-reduce of up to shm::kLineBytes in one cache line per rank, in halves, so that the caller
 /// can finish it at once when the peers are already there (comm/immediate.cpp). post: publishes
 /// this rank's line and returns its number. try_finish: reduces every line into `out` if every
-/// peer has published a matching one within `polls` polls each; false leaves `out` untouched,
+/// peer has published a matching one within `polls` polls each (on an oversubscribed node each
+/// poll yields the core: sched_yield); false leaves `out` untouched,
 /// and finish (which waits, bounded by the deadline, and reports a peer in another collective)
 /// completes it. shm_all_reduce runs post then finish.
 uint64_t shm_tiny_all_reduce_post(shm::Segment& s, const void* in, size_t count, DataType dt);

@@ -17,7 +17,10 @@ namespace strata {
 namespace {
 
 // Polls per peer before the rest is queued: a few microseconds, the spread of ranks that call in
-// step; only a glance on an oversubscribed node, where a missing peer is waiting for a core.
+// step. On an oversubscribed node a missing peer is most likely waiting for this core, so each
+// poll yields it (16 yields: a few scheduler switches, not a sleep). Measured at 8 bytes, 4 ranks
+// on 2 cores, A/B: queueing the rest after 16 pauses took 8.0-11.1 us a call, yielding between
+// polls 3.8-4.2 us (Open MPI 5.2-6.1 us in the same runs).
 int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 512; }
 
 }  // namespace
