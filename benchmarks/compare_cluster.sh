@@ -2,7 +2,8 @@
 # The emulated-cluster figures of benchmarks/RESULTS.md (issue 5): two nodes (network namespaces,
 # tools/strata-cluster) with the link between them shaped to 1 Gbit/s, Strata's hierarchical
 # collectives against its own flat algorithms (STRATA_ALGO) and against Open MPI (--compare mpi,
-# ob1/tcp between the nodes, mpi_yield_when_idle 1), then latency and a size sweep unshaped.
+# ob1/tcp between the nodes, mpi_yield_when_idle 1), then latency and a size sweep unshaped, and
+# the latency with one rank per node against UCX's own floor.
 # Usage: benchmarks/compare_cluster.sh [outdir]   (after scripts/build.sh; needs root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,8 @@ for algo in hier flat; do
   run "all_reduce_2x2_unshaped_small_${algo}" "--ranks 2,2" none "$a" -- all_reduce -b 8 -e 64K -f 8 -n 200 -w 20
   run "all_reduce_2x2_unshaped_large_${algo}" "--ranks 2,2" none "$a" -- all_reduce -b 512K -e 64M -f 8 -n 5 -w 2
 done
+# One rank per node: the link's latency without four processes sharing two cores, and the floor
+# under it, UCX's own tag ping-pong across the same veth.
+run latency_2x1 "--ranks 1,1" none "" -- all_reduce -b 8 -e 8 -n 2000 -w 200 -z 1
+tools/strata-cluster -q --ranks 1,1 --timeout 120 -- benchmarks/ucx_tag_floor.sh \
+  > "$out/ucx_tag_lat_2x1.txt" 2>&1 || echo "failed: $out/ucx_tag_lat_2x1.txt"
