@@ -138,17 +138,22 @@ std::shared_ptr<detail::WorkState> Engine::new_work() {
   return work;
 }
 
+void Engine::enqueue(Op op, bool front) {
+  const size_t bytes = op.bytes;
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    if (front) queue_.push_front(std::move(op));
+    else queue_.push_back(std::move(op));
+  }
+  if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
+  arm_kick(bytes);
+}
+
 std::shared_ptr<detail::WorkState> Engine::submit(Op op) {
   auto work = new_work();
   op.work = work;
   op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count);
-  const size_t bytes = op.bytes;
-  {
-    std::lock_guard<std::mutex> q(queue_mu_);
-    queue_.push_back(std::move(op));
-  }
-  if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
-  arm_kick(bytes);
+  enqueue(std::move(op), false);
   return work;
 }
 
@@ -177,12 +182,7 @@ std::shared_ptr<detail::WorkState> Engine::finish_later(Op op, Clock::time_point
   op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count, started);
   recorder_.started(op.record, started);
   op.deadline = started + timeout_;
-  const size_t bytes = op.bytes;
-  {
-    std::lock_guard<std::mutex> q(queue_mu_);
-    queue_.push_front(std::move(op));
-  }
-  arm_kick(bytes);
+  enqueue(std::move(op), true);
   return work;
 }
 

@@ -94,6 +94,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   void stop_thread();
   std::shared_ptr<detail::WorkState> new_work();
+  void enqueue(Op op, bool front);    // queues op (at the front: finish_later) and arms the kick
 
   std::unique_ptr<ucx::Worker> worker_;
   std::shared_ptr<PeerHealth> health_;
