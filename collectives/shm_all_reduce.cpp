@@ -105,8 +105,10 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
   const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / es / (64 * n) * (64 * n), n);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  // Results of a message larger than the caches go to the caller's buffer with streaming stores.
-  auto put = count * es >= kStreamingBytes ? copy_streaming : copy;
+  // Results of a message larger than the caches go to the caller's buffer with streaming stores,
+  // unless in place: there each chunk's lines were just read to stage it and are still cached,
+  // and streaming into cached lines evicts them first (in-place 64 MiB: 9 -> 12-17 GB/s).
+  auto put = count * es >= kStreamingBytes && in != out ? copy_streaming : copy;
   const Expect e{Kind::all_reduce, count * es};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);

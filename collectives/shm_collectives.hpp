@@ -15,7 +15,8 @@ namespace strata::coll {
 
 /// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
 constexpr size_t kShmSmallBytes = 16 * 1024;
-/// From this many bytes on, results are written to the caller's buffer with streaming stores.
+/// From this many bytes on, results are written to the caller's buffer with streaming stores
+/// (all-reduce: out of place only).
 constexpr size_t kStreamingBytes = 4 * 1024 * 1024;
 
 struct ShmContext {
