@@ -10,8 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <thread>
+#include <optional>
 
+#include "node_reference.hpp"
 #include "perf_case.hpp"
 #include "perf_mpi.hpp"
 #include "perf_options.hpp"
@@ -23,22 +24,6 @@ using namespace perf;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Payload bandwidth of memcpy on 64 MiB buffers with `threads` threads copying at once: the
-// ceiling for intra-node figures.
-double memcpy_gbps(int threads) {
-  const size_t bytes = size_t(64) << 20;
-  std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)), dst(threads, std::vector<char>(bytes, 0));
-  auto run = [&](int t) {
-    for (int i = 0; i < 5; ++i) std::memcpy(dst[t].data(), src[t].data(), bytes);
-  };
-  auto t0 = Clock::now();
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) ts.emplace_back(run, t);
-  for (auto& t : ts) t.join();
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return 5.0 * threads * double(bytes) / s / 1e9;
-}
 
 double max_over_ranks(strata::Communicator& c, double v) {
   std::vector<double> x = {v};
@@ -81,9 +66,22 @@ Measure run_placement(strata::Communicator& comm, Case c, std::vector<uint8_t>& 
   return m;
 }
 
-void write_json(const std::string& path, const Options& o, int n, const std::vector<Row>& rows) {
+// "# core-to-core round trip<when>: 139 ns (cpu 0 <-> cpu 1)", or that it could not be measured.
+std::optional<double> print_round_trip(const char* when) {
+  auto rt = core_round_trip();
+  if (rt) std::printf("# core-to-core round trip%s: %.0f ns (%s)\n", when, rt->ns, rt->cpus.c_str());
+  else std::printf("# core-to-core round trip%s: n/a (fewer than two CPUs)\n", when);
+  return rt ? std::optional<double>(rt->ns) : std::nullopt;
+}
+
+std::string json_number(std::optional<double> v) { return v ? std::to_string(*v) : "null"; }
+
+void write_json(const std::string& path, const Options& o, int n, const std::vector<Row>& rows,
+                std::optional<double> round_trip_start, std::optional<double> round_trip_end) {
   std::ofstream f(path);
-  f << "{\"collective\": \"" << coll_name(o.coll) << "\", \"ranks\": " << n << ", \"rows\": [\n";
+  f << "{\"collective\": \"" << coll_name(o.coll) << "\", \"ranks\": " << n
+    << ", \"core_round_trip_ns\": {\"start\": " << json_number(round_trip_start)
+    << ", \"end\": " << json_number(round_trip_end) << "}, \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     auto m = [](const Measure& x) {
@@ -148,9 +146,11 @@ int main(int argc, char** argv) {
       }
     }
     comm.barrier().wait();
+    std::optional<double> round_trip_start, round_trip_end;
     if (rank == 0) {
       std::printf("# memcpy reference: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n",
                   memcpy_gbps(1), memcpy_gbps(2));
+      round_trip_start = print_round_trip("");
     }
     comm.barrier().wait();
     std::vector<uint8_t> a(o.max_bytes + 64), b(o.max_bytes + 64);
@@ -191,14 +191,18 @@ int main(int argc, char** argv) {
         }
       }
     }
+    // Measured again while the other ranks wait in a barrier: the host may have moved the vCPUs.
+    comm.barrier().wait();
     if (rank == 0) {
       std::printf("%s", footer(rows).c_str());
-      if (!o.json.empty()) write_json(o.json, o, n, rows);
+      round_trip_end = print_round_trip(" at end");
+      if (!o.json.empty()) write_json(o.json, o, n, rows, round_trip_start, round_trip_end);
       if (!o.plot.empty()) {
         std::string title = std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";
         if (!write_plot(o.plot, title, rows)) std::fprintf(stderr, "strata-perf: cannot write %s\n", o.plot.c_str());
       }
     }
+    comm.barrier().wait();
     for (const auto& r : rows) {
       if (r.out_of_place.wrong.value_or(0) || r.in_place.wrong.value_or(0)) rc = 1;
     }

@@ -30,6 +30,20 @@ for coll in colls:
             size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
             print(f"| {coll} | {np} | {size} | {s:.2f} | {best:.2f} ({best_cfg}) | {s / best:.2f}x |")
 print()
+# Where the host had put the two vCPUs: strata-perf's header measures a cache-line round trip
+# between them at the start and the end of each run (about 140 ns near, 600 ns far apart here).
+print("| collective | ranks | core round trip, start / end (ns): default | vader | ucx |")
+print("|---|---|---|---|---|")
+for coll in colls:
+    for np in (2, 4):
+        cells = []
+        for cfg in ("default", "vader", "ucx"):
+            f = os.path.join(d, f"{coll}_np{np}_{cfg}.json")
+            rt = json.load(open(f)).get("core_round_trip_ns") if os.path.exists(f) else None
+            fmt = lambda v: "?" if v is None else f"{v:.0f}"
+            cells.append(f"{fmt(rt['start'])} / {fmt(rt['end'])}" if rt else "?")
+        print(f"| {coll} | {np} | " + " | ".join(cells) + " |")
+print()
 print("| ranks | Open MPI config | Strata 8 B all-reduce (us) | Open MPI (us) | Strata / Open MPI |")
 print("|---|---|---|---|---|")
 for f in sorted(glob.glob(os.path.join(d, "latency_np*_*.txt"))):
