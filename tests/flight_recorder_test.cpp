@@ -63,6 +63,26 @@ TEST(FlightRecorderUnit, KeepsTheNewestAndShowsStatesAndErrors) {
   EXPECT_EQ(Fields(g.begin(), g.begin() + 7), (Fields{"1", "coll", "all_gather", "f64", "2", "-1", "running"}));
 }
 
+// The immediate path's records: one begun in the issuing call and finished by the engine
+// (running, then ended) and one completed in the call.
+TEST(FlightRecorderUnit, RecordsStartedOrCompletedInTheIssuingCall) {
+  FlightRecorder r(4);
+  const auto t0 = strata::Clock::now();
+  const uint64_t a = r.running(at(7, "all_reduce"), true, strata::DataType::f32, 2, t0);
+  r.completed(at(8, "broadcast"), strata::DataType::u8, 64, t0);
+  std::string t = r.dump("test");
+  Fields f = row(t, "all_reduce");
+  ASSERT_GE(f.size(), 7u) << t;
+  EXPECT_EQ(Fields(f.begin(), f.begin() + 7), (Fields{"7", "coll", "all_reduce", "f32", "2", "-1", "running"}));
+  f = row(t, "broadcast");
+  ASSERT_GE(f.size(), 7u) << t;
+  EXPECT_EQ(Fields(f.begin(), f.begin() + 7), (Fields{"8", "coll", "broadcast", "u8", "64", "-1", "done"}));
+  r.ended(a, "", t0);
+  f = row(r.dump("test"), "all_reduce");
+  ASSERT_GE(f.size(), 7u);
+  EXPECT_EQ(f[6], "done");
+}
+
 TEST(FlightRecorderUnit, Sigusr1WritesEveryLiveRecorderToTheDumpDir) {
   const fs::path dir = fs::path(testing::TempDir()) / "strata_flight_dump";
   fs::remove_all(dir);

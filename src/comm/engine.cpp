@@ -179,8 +179,7 @@ std::shared_ptr<detail::WorkState> Engine::finish_later(Op op, Clock::time_point
   auto work = new_work();
   work->mark_running(started);
   op.work = work;
-  op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count, started);
-  recorder_.started(op.record, started);
+  op.record = recorder_.running(op.where, op.is_collective, op.dtype, op.count, started);
   op.deadline = started + timeout_;
   enqueue(std::move(op), true);
   return work;

@@ -58,6 +58,16 @@ void FlightRecorder::completed(const ErrorContext& where, DataType dtype, size_t
   }
 }
 
+uint64_t FlightRecorder::running(const ErrorContext& where, bool collective, DataType dtype,
+                                 size_t count, Clock::time_point at) {
+  std::lock_guard<std::mutex> l(mu_);
+  Record* r = add(where, collective, dtype, count, at);
+  if (!r) return next_ - 1;
+  r->state = State::running;
+  r->started_at = at;
+  return r->id;
+}
+
 void FlightRecorder::started(uint64_t id, Clock::time_point at) {
   std::lock_guard<std::mutex> l(mu_);
   if (Record* r = find(id)) r->state = State::running, r->started_at = at;

@@ -26,6 +26,10 @@ class FlightRecorder {
   /// A collective that completed inside the call that issued it, at `at` (comm/immediate.cpp):
   /// one record, queued, started and ended then, written under one lock.
   void completed(const ErrorContext& where, DataType dtype, size_t count, Clock::time_point at);
+  /// An operation queued and started `at`, under one lock: one that began inside the call that
+  /// issued it and is finished by the engine (Engine::finish_later). Returns its id for ended().
+  uint64_t running(const ErrorContext& where, bool collective, DataType dtype, size_t count,
+                   Clock::time_point at);
   /// Started `at` (the engine passes the clock reading it already made).
   void started(uint64_t id, Clock::time_point at = Clock::now());
   /// `error` empty: completed; else the failure, first line kept.
