@@ -1,15 +1,43 @@
 #!/usr/bin/env python3
 """Summarises benchmarks/results/*.json (from compare_mpi.sh) into the markdown tables of
 RESULTS.md: Strata's out-of-place busbw per size (median of the three runs, one per Open MPI
-configuration) against the best of Open MPI's three configurations at that size."""
+configuration) against the best of Open MPI's three configurations at that size. With several
+directories (several runs of compare_mpi.sh), it prints the first run's tables and then the
+ratio of every target cell in every run, with where the vCPUs were in each of its three runs."""
 import glob
 import json
 import os
 import re
 import sys
 
-d = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "results")
+dirs = sys.argv[1:] or [os.path.join(os.path.dirname(__file__), "results")]
+d = dirs[0]
 colls = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
+FAR_NS = 400  # round trips here are ~140 ns (near) or ~600 ns (far), see RESULTS.md
+
+
+def cell(d, coll, np, size):
+    """Strata's median busbw over the three runs / the best Open MPI one, and each run's
+    placement: n (near at start and end), f (far at both) or m (moved during the run)."""
+    strata, mpi, where = [], [], ""
+    for cfg in ("default", "vader", "ucx"):
+        f = os.path.join(d, f"{coll}_np{np}_{cfg}.json")
+        if not os.path.exists(f):
+            continue
+        j = json.load(open(f))
+        rt = j.get("core_round_trip_ns") or {}
+        far = [v is not None and v > FAR_NS for v in (rt.get("start"), rt.get("end"))]
+        where += "?" if not rt else "f" if all(far) else "m" if any(far) else "n"
+        for r in j["rows"]:
+            if r["bytes"] == size:
+                strata.append(r["out_of_place"]["busbw"])
+                if r["mpi_busbw"] is not None:
+                    mpi.append(r["mpi_busbw"])
+    if not strata or not mpi:
+        return "?"
+    return f"{sorted(strata)[len(strata) // 2] / max(mpi):.2f}x ({where})"
+
+
 print("| collective | ranks | size | Strata busbw (GB/s) | best Open MPI busbw (GB/s, config) | ratio |")
 print("|---|---|---|---|---|---|")
 for coll in colls:
@@ -54,3 +82,13 @@ for f in sorted(glob.glob(os.path.join(d, "latency_np*_*.txt"))):
             t, ratio = float(cols[5]), float(cols[-1])
             mpi_t = t * ratio  # vs_mpi = strata busbw / mpi busbw = mpi time / strata time
             print(f"| {m.group(1)} | {m.group(2)} | {t:.2f} | {mpi_t:.2f} | {t / mpi_t:.1f}x |")
+
+if len(dirs) > 1:
+    print()
+    print("| collective | ranks | size | " + " | ".join(f"run {i + 1}" for i in range(len(dirs))) + " |")
+    print("|---|---|---|" + "---|" * len(dirs))
+    for coll in colls:
+        for np in (2, 4):
+            for size, name in ((64 << 10, "64 KiB"), (1 << 20, "1 MiB"), (16 << 20, "16 MiB"),
+                               (64 << 20, "64 MiB"), (256 << 20, "256 MiB")):
+                print(f"| {coll} | {np} | {name} | " + " | ".join(cell(x, coll, np, size) for x in dirs) + " |")
