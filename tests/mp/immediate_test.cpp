@@ -30,7 +30,10 @@ std::vector<int32_t> mine(int rank, int32_t base, size_t n) {
 // time out instead).
 TEST(Immediate, CallReturnsBeforeALatePeerArrives) {
   auto& w = mp::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 or more ranks: the others call while the last one is late";
+  if (w.size() < 2) {
+    GTEST_SKIP() << "needs 2 or more ranks (mpirun -np 2 or more): it checks that a rank's "
+                    "call returns while another rank has not called yet, and one rank has no other";
+  }
   const int last = w.size() - 1;
   Communicator c = w.split(0, w.rank());
   auto store = w.store();
