@@ -8,6 +8,7 @@
 // back; every rank ends with the same bits because sub-block j is reduced only by rank j.
 #pragma once
 
+#include "collectives/store_choice.hpp"
 #include "shm/segment.hpp"
 #include "strata/types.hpp"
 
@@ -16,13 +17,15 @@ namespace strata::coll {
 /// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
 constexpr size_t kShmSmallBytes = 16 * 1024;
 /// From this many bytes on, results are written to the caller's buffer with streaming stores
-/// (all-reduce: out of place only).
+/// (all-reduce: out of place only), and chunks are staged with the stores this rank has found
+/// faster (store_choice.hpp).
 constexpr size_t kStreamingBytes = 4 * 1024 * 1024;
 
 struct ShmContext {
   shm::Segment& seg;
   Clock::time_point deadline;
   const ErrorContext& where;
+  StagingStores& stores;  ///< this rank's learned staging stores on this group
 };
 
 void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,

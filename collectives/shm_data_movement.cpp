@@ -28,12 +28,13 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
+  StagingCopy stage(c.stores.all_gather, bytes * n);
   const Expect e{Kind::all_gather, bytes};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_free(c, seq);
-    copy(s.buffer(r, seq), src + off, k);
+    stage(s.buffer(r, seq), src + off, k);
     publish_written(s, seq, e);
     if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
     for (int j = 0; j < n; ++j) {
@@ -43,6 +44,7 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   }
+  stage.done();
 }
 
 // All-to-all rounds span several staging buffers (up to the slot's `depth`, contiguous): every
@@ -61,6 +63,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
+  StagingCopy stage(c.stores.all_to_all, bytes * n);
   const Expect e{Kind::all_to_all, bytes};
   for (size_t off = 0; off < bytes;) {
     const uint64_t first = s.next_chunk;
@@ -72,7 +75,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
     wait_free(c, last);
     uint8_t* mine = s.buffer(r, first);
     for (int j = 0; j < n; ++j) {
-      if (j != r) copy(mine + j * k, src + j * bytes + off, k);
+      if (j != r) stage(mine + j * k, src + j * bytes + off, k);
     }
     publish_written(s, last, e);
     put(dst + r * bytes + off, src + r * bytes + off, k);
@@ -84,6 +87,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
     publish(s, &SlotHeader::consumed, last + 1);
     off += k;
   }
+  stage.done();
 }
 
 void shm_broadcast(ShmContext c, void* buf, size_t bytes, int root) {

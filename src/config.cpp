@@ -39,6 +39,13 @@ Config load() {
     throw Error(ErrorCode::invalid_argument, {.op = "config"},
                 "STRATA_SHM_CHUNK must be >= 4096 and STRATA_SHM_DEPTH >= 2");
   }
+  const std::string stores = text("STRATA_SHM_STORES");
+  if (stores == "ordinary") c.shm_stores = ShmStores::ordinary;
+  else if (stores == "streaming") c.shm_stores = ShmStores::streaming;
+  else if (!stores.empty() && stores != "auto") {
+    throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                "STRATA_SHM_STORES='" + stores + "' is not auto, ordinary or streaming");
+  }
   c.node_id = text("STRATA_NODE_ID");
   c.topo_file = text("STRATA_TOPO_FILE");
   c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128));

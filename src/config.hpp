@@ -6,6 +6,9 @@
 
 namespace strata {
 
+/// STRATA_SHM_STORES: how large shared-memory chunks are staged (collectives/store_choice.hpp).
+enum class ShmStores { learn, ordinary, streaming };
+
 struct Config {
   std::chrono::milliseconds timeout{300000};  ///< STRATA_TIMEOUT (seconds): deadline of every op
   std::chrono::microseconds spin{20000};      ///< STRATA_SPIN_US: see spin_policy.hpp
@@ -15,6 +18,7 @@ struct Config {
   bool shm = true;                            ///< STRATA_SHM=0 disables the shared-memory path
   size_t shm_chunk_bytes = 256 * 1024;        ///< STRATA_SHM_CHUNK: bytes per staging buffer
   int shm_depth = 4;                          ///< STRATA_SHM_DEPTH: staging buffers per rank
+  ShmStores shm_stores = ShmStores::learn;     ///< STRATA_SHM_STORES: auto, ordinary, streaming
   std::string node_id;                        ///< STRATA_NODE_ID: overrides hostname + boot id
   std::string topo_file;  ///< STRATA_TOPO_FILE: read the node from this file, not the machine
   size_t flight_records = 128;  ///< STRATA_FLIGHT_RECORDER: operations kept per communicator

@@ -143,7 +143,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     w.begin_collective(seq, self.where, self.deadline);
     if (config().check) comm::agree_on_fingerprint(w, self);
-    Exec e{w, shm_.get(), self.deadline, self.where};
+    Exec e{w, shm_.get(), &shm_stores_, self.deadline, self.where};
     body(e);
   };
   return Work(engine_->submit(std::move(op)));

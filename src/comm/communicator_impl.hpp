@@ -23,9 +23,10 @@ namespace strata {
 struct Exec {
   coll::P2P& p2p;
   shm::Segment* shm;
+  coll::StagingStores* stores;  ///< with `shm`
   Clock::time_point deadline;
   const ErrorContext& where;
-  coll::ShmContext shm_context() const { return {*shm, deadline, where}; }
+  coll::ShmContext shm_context() const { return {*shm, deadline, where, *stores}; }
 };
 
 class Communicator::Impl {
@@ -78,6 +79,7 @@ class Communicator::Impl {
   std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)
   std::shared_ptr<comm::PeerHealth> health_;    // consulted by the engine's and shm's waits
   std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
+  coll::StagingStores shm_stores_;     // used by the engine's thread only
   std::shared_ptr<comm::Engine> engine_;
   // Atomic, not locked: read or bumped once per call (ranks issue in one order per group anyway).
   std::atomic<uint64_t> coll_seq_{0};

@@ -49,8 +49,8 @@ std::optional<Work> Communicator::Impl::tiny_all_reduce_now(Buffer in, Buffer ou
   rest.where = std::move(where);
   rest.run = [this, number, out, count = in.count, dt = in.dtype, op](ucx::Worker&,
                                                                       comm::Op& self) {
-    coll::shm_tiny_all_reduce_finish({*shm_, self.deadline, self.where}, number, out.data, count,
-                                     dt, op);
+    coll::shm_tiny_all_reduce_finish({*shm_, self.deadline, self.where, shm_stores_}, number,
+                                     out.data, count, dt, op);
   };
   return Work(engine_->finish_later(std::move(rest), now));
 }

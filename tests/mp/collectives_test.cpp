@@ -1,6 +1,7 @@
 // Every collective x dtype x op x in/out-of-place x size, element by element against an
 // independent reference, and bit-identical across ranks. Value checks are non-fatal (EXPECT) so
 // that every rank keeps issuing the same sequence of collectives even after a failure.
+#include "collectives/store_choice.hpp"
 #include "mp.hpp"
 
 using namespace strata;
@@ -14,12 +15,13 @@ std::string label(DataType dt, size_t n, bool in_place, const char* op = "") {
          (in_place ? " in-place" : " out-of-place");
 }
 
-void check_all_reduce(DataType dt, ReduceOp op, size_t n, bool in_place) {
+// `first`: where the fill pattern starts, so that repeated calls carry different values.
+void check_all_reduce(DataType dt, ReduceOp op, size_t n, bool in_place, size_t first = 0) {
   auto& w = mp::world();
   SCOPED_TRACE(label(dt, n, in_place, std::string(op_name(op)).c_str()));
   auto in = alloc(dt, n), out = alloc(dt, n), want = alloc(dt, n);
-  mp::fill(in.data(), dt, n, w.rank());
-  mp::reference_reduce(want.data(), dt, op, n, w.size());
+  mp::fill(in.data(), dt, n, w.rank(), first);
+  mp::reference_reduce(want.data(), dt, op, n, w.size(), first);
   auto& result = in_place ? in : out;
   w.all_reduce(view(in, dt), view(result, dt), op).wait();
   EXPECT_EQ(mp::compare(result.data(), want.data(), dt, n), "");
@@ -38,31 +40,31 @@ void check_reduce_scatter(DataType dt, ReduceOp op, size_t n, bool in_place) {
   EXPECT_EQ(mp::compare(dst.data, want.data(), dt, n), "");
 }
 
-void check_all_gather(DataType dt, size_t n, bool in_place) {
+void check_all_gather(DataType dt, size_t n, bool in_place, size_t first = 0) {
   auto& w = mp::world();
   SCOPED_TRACE(label(dt, n, in_place));
   const size_t total = n * w.size();
   auto in = alloc(dt, n), out = alloc(dt, total), want = alloc(dt, total);
   for (int r = 0; r < w.size(); ++r) {
-    mp::fill(want.data() + r * n * dtype_size(dt), dt, n, r, 0, 3);
+    mp::fill(want.data() + r * n * dtype_size(dt), dt, n, r, first, 3);
   }
   Buffer src = view(in, dt);
   if (in_place) src = view(out, dt, n * w.rank(), n);
-  mp::fill(src.data, dt, n, w.rank(), 0, 3);
+  mp::fill(src.data, dt, n, w.rank(), first, 3);
   w.all_gather(src, view(out, dt)).wait();
   EXPECT_EQ(mp::compare(out.data(), want.data(), dt, total), "");
   EXPECT_TRUE(mp::identical_on_all_ranks(w, out.data(), out.size()));
 }
 
-void check_all_to_all(DataType dt, size_t n) {
+void check_all_to_all(DataType dt, size_t n, size_t first = 0) {
   auto& w = mp::world();
   SCOPED_TRACE(label(dt, n, false));
   const size_t total = n * w.size(), es = dtype_size(dt);
   auto in = alloc(dt, total), out = alloc(dt, total), want = alloc(dt, total);
   // Block j of rank r's input holds pattern(r, j*n + k, salt 1); rank r receives block r of all.
-  mp::fill(in.data(), dt, total, w.rank(), 0, 1);
+  mp::fill(in.data(), dt, total, w.rank(), first, 1);
   for (int src = 0; src < w.size(); ++src) {
-    mp::fill(want.data() + src * n * es, dt, n, src, w.rank() * n, 1);
+    mp::fill(want.data() + src * n * es, dt, n, src, first + w.rank() * n, 1);
   }
   w.all_to_all(view(in, dt), view(out, dt)).wait();
   EXPECT_EQ(mp::compare(out.data(), want.data(), dt, total), "");
@@ -211,6 +213,19 @@ TEST(CollectivesLarge, F32Sum64Mi) {
   check_broadcast(DataType::f32, big, true, mp::world().size() - 1);
   check_reduce(DataType::f32, ReduceOp::sum, big, false, 0);
   check_gather_scatter(DataType::f32, per_rank(big), false, mp::world().size() / 2);
+}
+
+// From 4 MiB on, each rank stages chunks with ordinary or streaming stores, whichever it has timed
+// faster (collectives/store_choice.hpp): the first operations of each kind try both and every
+// 16th tries the other, so these run in both modes and sometimes in different modes on different
+// ranks. Every call carries different values, so a stale staging buffer cannot pass.
+TEST(CollectivesLarge, LearnedStagingStores) {
+  const size_t n = size_t(1) << 20;  // f32: 4 MiB
+  for (size_t i = 0; i < coll::StoreChoice::kTryEvery + 2; ++i) {
+    check_all_reduce(DataType::f32, ReduceOp::sum, n, i % 2 == 1, 1000 * i);
+    check_all_gather(DataType::f32, per_rank(n), false, 1000 * i);
+    check_all_to_all(DataType::f32, per_rank(n), 1000 * i);
+  }
 }
 
 TEST(Collectives, ManyOutstandingCompleteInOrder) {

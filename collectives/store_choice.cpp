@@ -1,0 +1,54 @@
+#include "collectives/store_choice.hpp"
+
+#include "collectives/copy_kernel.hpp"
+#include "collectives/shm_collectives.hpp"
+
+namespace strata::coll {
+
+namespace {
+Stores other(Stores s) { return s == Stores::ordinary ? Stores::streaming : Stores::ordinary; }
+}  // namespace
+
+Stores StoreChoice::next(ShmStores policy) {
+  if (policy == ShmStores::ordinary) return running_ = Stores::ordinary;
+  if (policy == ShmStores::streaming) return running_ = Stores::streaming;
+  const uint64_t op = ops_++;
+  // Operation 0 warms up (the caller's buffers may still be faulting in) and is not counted;
+  // 1 and 2 measure each mode once.
+  if (op <= 1) running_ = Stores::ordinary;
+  else if (op == 2) running_ = Stores::streaming;
+  else running_ = op % kTryEvery == 0 ? other(preferred()) : preferred();
+  return running_;
+}
+
+void StoreChoice::record(double seconds_per_byte) {
+  if (ops_ <= 1) return;  // the warm-up, or a forced mode (ops_ stays 0)
+  double& c = cost_[int(running_)];
+  // Over consecutive operations in one mode, half weight to the newest sample: steady against
+  // noise, yet a mode that has turned slow overtakes the other's estimate within an operation or
+  // two. The first operation after the other mode replaces the estimate, which may predate a move.
+  const bool fresh = c == 0 || running_ != last_recorded_;
+  c = fresh ? seconds_per_byte : 0.5 * (c + seconds_per_byte);
+  last_recorded_ = running_;
+}
+
+Stores StoreChoice::preferred() const {
+  const double o = cost_[int(Stores::ordinary)], s = cost_[int(Stores::streaming)];
+  return o != 0 && s != 0 && s < o ? Stores::streaming : Stores::ordinary;
+}
+
+StagingCopy::StagingCopy(StoreChoice& choice, size_t bytes)
+    : choice_(bytes >= kStreamingBytes ? &choice : nullptr), bytes_(bytes), copy_(copy) {
+  if (!choice_) return;
+  stores_ = choice_->next(config().shm_stores);
+  if (stores_ == Stores::streaming) copy_ = copy_streaming;
+  start_ = std::chrono::steady_clock::now();
+}
+
+void StagingCopy::done() {
+  if (!choice_) return;
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
+  choice_->record(took.count() / double(bytes_));
+}
+
+}  // namespace strata::coll

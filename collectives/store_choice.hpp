@@ -1,0 +1,72 @@
+// Which stores stage a large chunk in shared memory, learned at run time per rank.
+//
+// A staged chunk is written by one core and read by the others. Ordinary stores leave its lines
+// dirty in the writer's cache, and readers fetch them from there: fast when the cores share a
+// cache or sit close, slow when they do not (on the VMs measured, a staged copy ran at 23 GB/s
+// with the two vCPUs ~140 ns apart and 6-8.5 GB/s with them ~600 ns apart, and the host moves
+// them from minute to minute). Streaming stores send the lines to memory, where readers fetch
+// them at DRAM speed either way: 2-3x faster far apart, 1.3-2x slower close together
+// (benchmarks/RESULTS.md, "vCPU placement"). No fixed choice wins, so every rank times its large
+// operations in the mode it uses, tries the other now and then, and keeps the faster.
+//
+// The choice is the writer's alone (readers load the same bytes either way), so ranks that
+// disagree for a while still compute correct results. Every rank runs the same schedule, so they
+// try the other mode on the same operation and time the same thing.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "config.hpp"
+
+namespace strata::coll {
+
+enum class Stores : uint8_t { ordinary, streaming };
+
+/// The learned choice for one kind of operation on one group, as seen by one rank.
+class StoreChoice {
+ public:
+  /// Every kTryEvery-th operation runs in the mode not currently preferred, to notice when the
+  /// other one has become faster (the host moved the cores). 1/16 of the operations in the
+  /// slower mode costs a few percent; a placement change is noticed within 16 operations.
+  static constexpr uint64_t kTryEvery = 16;
+
+  /// The mode for the next operation under `policy` (forced modes are not learned).
+  Stores next(ShmStores policy);
+  /// The time the operation begun by the last next() took, per byte of its payload.
+  void record(double seconds_per_byte);
+  /// The mode the estimates now prefer (ordinary until both have been measured).
+  Stores preferred() const;
+
+ private:
+  uint64_t ops_ = 0;
+  Stores running_ = Stores::ordinary;
+  Stores last_recorded_ = Stores::ordinary;
+  double cost_[2] = {0, 0};  // seconds per byte, per mode; 0: not measured
+};
+
+/// One rank's choices on one group, per operation that stages large chunks.
+struct StagingStores {
+  StoreChoice all_reduce, all_gather, all_to_all;
+};
+
+/// The staging copy of one operation of `bytes` payload: ordinary stores below
+/// kStreamingBytes (the chunks stay in cache), else the mode `choice` picks, timed for it from
+/// construction to done(). An operation that throws is not recorded.
+class StagingCopy {
+ public:
+  StagingCopy(StoreChoice& choice, size_t bytes);
+  void operator()(void* dst, const void* src, size_t n) const { copy_(dst, src, n); }
+  Stores stores() const { return stores_; }
+  void done();
+
+ private:
+  StoreChoice* choice_;  // null: not timed
+  size_t bytes_;
+  Stores stores_ = Stores::ordinary;
+  std::chrono::steady_clock::time_point start_;
+  void (*copy_)(void*, const void*, size_t);
+};
+
+}  // namespace strata::coll

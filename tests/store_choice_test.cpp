@@ -1,0 +1,117 @@
+// The learned choice of staging stores (collectives/store_choice.hpp), driven with made-up
+// timings: which mode each operation runs in, and how the choice follows a change of placement.
+#include "collectives/store_choice.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "collectives/shm_collectives.hpp"
+
+using namespace strata;
+using coll::StoreChoice;
+using coll::Stores;
+
+namespace {
+
+constexpr Stores O = Stores::ordinary, S = Stores::streaming;
+
+// Runs `ops` operations, each timed at `cost(mode)`; returns the modes they ran in.
+template <class Cost>
+std::vector<Stores> run(StoreChoice& c, int ops, Cost cost) {
+  std::vector<Stores> modes;
+  for (int i = 0; i < ops; ++i) {
+    modes.push_back(c.next(ShmStores::learn));
+    c.record(cost(modes.back()));
+  }
+  return modes;
+}
+
+std::vector<Stores> repeat(Stores s, int n) { return std::vector<Stores>(size_t(n), s); }
+
+std::vector<Stores> cat(std::vector<Stores> a, const std::vector<Stores>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(StoreChoice, MeasuresBothThenKeepsTheFasterAndRetriesTheOtherEvery16th) {
+  StoreChoice c;
+  // The warm-up's time is ignored: were it counted, ordinary would never be preferred here.
+  EXPECT_EQ(c.next(ShmStores::learn), O);
+  c.record(1.0);
+  const auto modes = run(c, 32, [](Stores s) { return s == O ? 1e-10 : 3e-10; });
+  // Operations 1..32: ordinary, streaming (measured once each), then ordinary but for 16, 32.
+  const auto want = cat(cat(cat({O, S}, repeat(O, 13)), cat({S}, repeat(O, 15))), {S});
+  EXPECT_EQ(modes, want);
+  EXPECT_EQ(c.preferred(), O);
+}
+
+TEST(StoreChoice, SwitchesAtOnceWhenThePreferredModeSlowsDown) {
+  StoreChoice c;
+  bool far = false;
+  auto cost = [&](Stores s) { return s == O ? (far ? 4e-10 : 1e-10) : 2e-10; };
+  run(c, 10, cost);
+  EXPECT_EQ(c.preferred(), O);
+  far = true;  // ordinary: 1 -> 4, streaming 2: one sample of 4 puts ordinary at 2.5
+  const auto modes = run(c, 3, cost);
+  EXPECT_EQ(modes, std::vector<Stores>({O, S, S}));
+}
+
+TEST(StoreChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
+  StoreChoice c;
+  bool near = false;
+  auto cost = [&](Stores s) { return s == S ? 2e-10 : (near ? 1e-10 : 4e-10); };
+  run(c, 5, cost);  // operations 0..4: streaming preferred from 3 on
+  EXPECT_EQ(c.preferred(), S);
+  near = true;  // ordinary is now faster, but only a retry can see it
+  const auto modes = run(c, 13, cost);  // operations 5..17
+  // Operation 16 retries ordinary; its figure replaces the stale one and ordinary wins at once.
+  EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));
+}
+
+TEST(StoreChoice, ForcedModesAreNotLearned) {
+  for (auto [policy, mode] : {std::pair{ShmStores::ordinary, O}, {ShmStores::streaming, S}}) {
+    StoreChoice c;
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_EQ(c.next(policy), mode) << i;
+      c.record(mode == O ? 9.0 : 1e-12);  // would flip a learning choice at once
+    }
+    EXPECT_EQ(c.preferred(), O);  // nothing measured
+  }
+}
+
+TEST(StagingCopy, SmallOperationsAreNeitherCountedNorTimed) {
+  StoreChoice c;
+  std::vector<char> a(1000, 'x'), b(1000, 0);
+  for (int i = 0; i < 5; ++i) {
+    coll::StagingCopy copy(c, coll::kStreamingBytes - 1);
+    copy(b.data(), a.data(), a.size());
+    copy.done();
+  }
+  EXPECT_EQ(b, a);
+  // Still at operation 0: warm-up, ordinary, streaming.
+  EXPECT_EQ(run(c, 3, [](Stores) { return 1e-10; }), std::vector<Stores>({O, O, S}));
+}
+
+TEST(StagingCopy, CopiesInEitherModeAndTimesLargeOperations) {
+  StoreChoice c;
+  const size_t n = coll::kStreamingBytes + 4096 + 40;  // not a whole number of vectors
+  std::vector<unsigned char> src(n), dst(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  for (Stores want : {O, O, S}) {  // warm-up, then each mode measured
+    std::fill(dst.begin(), dst.end(), 0);
+    coll::StagingCopy copy(c, n);
+    EXPECT_EQ(copy.stores(), want);
+    copy(dst.data() + 1, src.data() + 1, n - 1);  // unaligned
+    copy.done();
+    EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + 1, n - 1), 0);
+    EXPECT_EQ(dst[0], 0);
+  }
+  // Both modes measured by real copies: the preference is one of them, and the next operation
+  // runs in it (operation 3 is not a retry).
+  const Stores p = c.preferred();
+  EXPECT_EQ(c.next(ShmStores::learn), p);
+}
