@@ -17,8 +17,8 @@ namespace strata::coll {
 /// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
 constexpr size_t kShmSmallBytes = 16 * 1024;
 /// From this many bytes on, results are written to the caller's buffer with streaming stores
-/// (all-reduce: out of place only), and chunks are staged with the stores this rank has found
-/// faster (store_choice.hpp).
+/// (all-reduce: out of place only). Chunks are staged with the stores this rank has found faster
+/// (store_choice.hpp).
 constexpr size_t kStreamingBytes = 4 * 1024 * 1024;
 
 struct ShmContext {

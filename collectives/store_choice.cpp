@@ -1,7 +1,9 @@
 #include "collectives/store_choice.hpp"
 
+#include <algorithm>
+#include <bit>
+
 #include "collectives/copy_kernel.hpp"
-#include "collectives/shm_collectives.hpp"
 
 namespace strata::coll {
 
@@ -37,8 +39,14 @@ Stores StoreChoice::preferred() const {
   return o != 0 && s != 0 && s < o ? Stores::streaming : Stores::ordinary;
 }
 
-StagingCopy::StagingCopy(StoreChoice& choice, size_t bytes)
-    : choice_(bytes >= kStreamingBytes ? &choice : nullptr), bytes_(bytes), copy_(copy) {
+StoreChoice* SizedStoreChoice::at(size_t bytes) {
+  if (bytes < kLearnFromBytes) return nullptr;
+  const int above = std::bit_width(bytes / kLearnFromBytes) - 1;  // log2(bytes / 64 KiB)
+  return &by_size_[std::min(above / 2, kSizeClasses - 1)];
+}
+
+StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes)
+    : choice_(choices.at(bytes)), bytes_(bytes), copy_(copy) {
   if (!choice_) return;
   stores_ = choice_->next(config().shm_stores);
   if (stores_ == Stores::streaming) copy_ = copy_streaming;

@@ -6,8 +6,9 @@
 // with the two vCPUs ~140 ns apart and 6-8.5 GB/s with them ~600 ns apart, and the host moves
 // them from minute to minute). Streaming stores send the lines to memory, where readers fetch
 // them at DRAM speed either way: 2-3x faster far apart, 1.3-2x slower close together
-// (benchmarks/RESULTS.md, "vCPU placement"). No fixed choice wins, so every rank times its large
-// operations in the mode it uses, tries the other now and then, and keeps the faster.
+// (benchmarks/RESULTS.md, "vCPU placement"). No fixed choice wins, so every rank times its
+// operations of 64 KiB and more in the mode it uses, tries the other now and then, and keeps the
+// faster.
 //
 // The choice is the writer's alone (readers load the same bytes either way), so ranks that
 // disagree for a while still compute correct results. Every rank runs the same schedule, so they
@@ -46,17 +47,32 @@ class StoreChoice {
   double cost_[2] = {0, 0};  // seconds per byte, per mode; 0: not measured
 };
 
-/// One rank's choices on one group, per operation that stages large chunks.
-struct StagingStores {
-  StoreChoice all_reduce, all_gather, all_to_all;
+/// One collective's choices by payload size, learned apart because the cost per byte differs
+/// with size (synchronisation weighs more on small operations): 64-256 KiB, 256 KiB-1 MiB,
+/// 1-4 MiB, 4-16 MiB, 16 MiB and up. Far apart, streaming stores won from 64 KiB up (2x at
+/// 64 KiB, all-gather and all-to-all, n = 2).
+class SizedStoreChoice {
+ public:
+  static constexpr size_t kLearnFromBytes = 64 * 1024;
+  /// The choice for operations of `bytes`; null below kLearnFromBytes, where operations are
+  /// short enough for the timing to weigh and are staged with ordinary stores.
+  StoreChoice* at(size_t bytes);
+
+ private:
+  static constexpr int kSizeClasses = 5;
+  StoreChoice by_size_[kSizeClasses];
 };
 
-/// The staging copy of one operation of `bytes` payload: ordinary stores below
-/// kStreamingBytes (the chunks stay in cache), else the mode `choice` picks, timed for it from
-/// construction to done(). An operation that throws is not recorded.
+/// One rank's choices on one group, per collective that stages chunks.
+struct StagingStores {
+  SizedStoreChoice all_reduce, all_gather, all_to_all;
+};
+
+/// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
+/// timed for it from construction to done(). An operation that throws is not recorded.
 class StagingCopy {
  public:
-  StagingCopy(StoreChoice& choice, size_t bytes);
+  StagingCopy(SizedStoreChoice& choices, size_t bytes);
   void operator()(void* dst, const void* src, size_t n) const { copy_(dst, src, n); }
   Stores stores() const { return stores_; }
   void done();

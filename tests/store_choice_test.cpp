@@ -7,7 +7,6 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/shm_collectives.hpp"
 
 using namespace strata;
 using coll::StoreChoice;
@@ -83,22 +82,23 @@ TEST(StoreChoice, ForcedModesAreNotLearned) {
   }
 }
 
-TEST(StagingCopy, SmallOperationsAreNeitherCountedNorTimed) {
-  StoreChoice c;
-  std::vector<char> a(1000, 'x'), b(1000, 0);
+TEST(SizedStoreChoice, LearnsFrom64KiBPerFactorOf4) {
+  coll::SizedStoreChoice c;
+  const size_t K = 1024, M = K * K;
+  EXPECT_EQ(c.at(64 * K - 1), nullptr);
+  // Class boundaries at 256 KiB, 1, 4 and 16 MiB; everything larger shares the last class.
+  const size_t first[] = {64 * K, 256 * K, M, 4 * M, 16 * M};
   for (int i = 0; i < 5; ++i) {
-    coll::StagingCopy copy(c, coll::kStreamingBytes - 1);
-    copy(b.data(), a.data(), a.size());
-    copy.done();
+    ASSERT_NE(c.at(first[i]), nullptr);
+    if (i < 4) EXPECT_EQ(c.at(first[i]), c.at(first[i + 1] - 1)) << i;
+    if (i > 0) EXPECT_NE(c.at(first[i]), c.at(first[i] - 1)) << i;
   }
-  EXPECT_EQ(b, a);
-  // Still at operation 0: warm-up, ordinary, streaming.
-  EXPECT_EQ(run(c, 3, [](Stores) { return 1e-10; }), std::vector<Stores>({O, O, S}));
+  EXPECT_EQ(c.at(size_t(1) << 40), c.at(16 * M));
 }
 
-TEST(StagingCopy, CopiesInEitherModeAndTimesLargeOperations) {
-  StoreChoice c;
-  const size_t n = coll::kStreamingBytes + 4096 + 40;  // not a whole number of vectors
+TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
+  coll::SizedStoreChoice c;
+  const size_t n = 300 * 1024 + 40;  // not a whole number of vectors
   std::vector<unsigned char> src(n), dst(n);
   for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
   for (Stores want : {O, O, S}) {  // warm-up, then each mode measured
@@ -110,8 +110,11 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesLargeOperations) {
     EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + 1, n - 1), 0);
     EXPECT_EQ(dst[0], 0);
   }
-  // Both modes measured by real copies: the preference is one of them, and the next operation
-  // runs in it (operation 3 is not a retry).
-  const Stores p = c.preferred();
-  EXPECT_EQ(c.next(ShmStores::learn), p);
+  // Both modes measured by real copies: operation 3 (not a retry) runs in the preferred one.
+  const Stores p = c.at(n)->preferred();
+  EXPECT_EQ(c.at(n)->next(ShmStores::learn), p);
+  // Below 64 KiB: ordinary stores, and no class is touched.
+  coll::StagingCopy small(c, 1000);
+  EXPECT_EQ(small.stores(), O);
+  small.done();
 }

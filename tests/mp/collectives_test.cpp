@@ -215,7 +215,7 @@ TEST(CollectivesLarge, F32Sum64Mi) {
   check_gather_scatter(DataType::f32, per_rank(big), false, mp::world().size() / 2);
 }
 
-// From 4 MiB on, each rank stages chunks with ordinary or streaming stores, whichever it has timed
+// From 64 KiB on, each rank stages chunks with ordinary or streaming stores, whichever it has timed
 // faster (collectives/store_choice.hpp): the first operations of each kind try both and every
 // 16th tries the other, so these run in both modes and sometimes in different modes on different
 // ranks. Every call carries different values, so a stale staging buffer cannot pass.
