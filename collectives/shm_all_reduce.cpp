@@ -109,7 +109,7 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
   // unless in place: there each chunk's lines were just read to stage it and are still cached,
   // and streaming into cached lines evicts them first (in-place 64 MiB: 9 -> 12-17 GB/s).
   auto put = count * es >= kStreamingBytes && in != out ? copy_streaming : copy;
-  StagingCopy stage(c.stores.all_reduce, count * es);
+  StagingCopy stage(c.stores.all_reduce, count * es, s.oversubscribed());
   const Expect e{Kind::all_reduce, count * es};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);

@@ -28,7 +28,7 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
-  StagingCopy stage(c.stores.all_gather, bytes * n);
+  StagingCopy stage(c.stores.all_gather, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_gather, bytes};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
@@ -63,7 +63,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? copy_streaming : copy;
-  StagingCopy stage(c.stores.all_to_all, bytes * n);
+  StagingCopy stage(c.stores.all_to_all, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_to_all, bytes};
   for (size_t off = 0; off < bytes;) {
     const uint64_t first = s.next_chunk;

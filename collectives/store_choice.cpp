@@ -15,16 +15,16 @@ Stores StoreChoice::next(ShmStores policy) {
   if (policy == ShmStores::ordinary) return running_ = Stores::ordinary;
   if (policy == ShmStores::streaming) return running_ = Stores::streaming;
   const uint64_t op = ops_++;
-  // Operation 0 warms up (the caller's buffers may still be faulting in) and is not counted;
-  // 1 and 2 measure each mode once.
-  if (op <= 1) running_ = Stores::ordinary;
-  else if (op == 2) running_ = Stores::streaming;
+  // Operations 0 and 1 measure each mode once, within a benchmark's warm-up. Streaming goes
+  // first: should the caller's buffers still be faulting in, that inflates the first figure,
+  // and the error leans to ordinary stores, the choice of old.
+  if (op < 2) running_ = op == 0 ? Stores::streaming : Stores::ordinary;
   else running_ = op % kTryEvery == 0 ? other(preferred()) : preferred();
   return running_;
 }
 
 void StoreChoice::record(double seconds_per_byte) {
-  if (ops_ <= 1) return;  // the warm-up, or a forced mode (ops_ stays 0)
+  if (ops_ == 0) return;  // a forced mode
   double& c = cost_[int(running_)];
   // Over consecutive operations in one mode, half weight to the newest sample: steady against
   // noise, yet a mode that has turned slow overtakes the other's estimate within an operation or
@@ -39,14 +39,14 @@ Stores StoreChoice::preferred() const {
   return o != 0 && s != 0 && s < o ? Stores::streaming : Stores::ordinary;
 }
 
-StoreChoice* SizedStoreChoice::at(size_t bytes) {
-  if (bytes < kLearnFromBytes) return nullptr;
+StoreChoice* SizedStoreChoice::at(size_t bytes, bool oversubscribed) {
+  if (bytes < (oversubscribed ? kLearnFromBytesOversubscribed : kLearnFromBytes)) return nullptr;
   const int above = std::bit_width(bytes / kLearnFromBytes) - 1;  // log2(bytes / 64 KiB)
   return &by_size_[std::min(above / 2, kSizeClasses - 1)];
 }
 
-StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes)
-    : choice_(choices.at(bytes)), bytes_(bytes), copy_(copy) {
+StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed)
+    : choice_(choices.at(bytes, oversubscribed)), bytes_(bytes), copy_(copy) {
   if (!choice_) return;
   stores_ = choice_->next(config().shm_stores);
   if (stores_ == Stores::streaming) copy_ = copy_streaming;

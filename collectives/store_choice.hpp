@@ -54,9 +54,13 @@ class StoreChoice {
 class SizedStoreChoice {
  public:
   static constexpr size_t kLearnFromBytes = 64 * 1024;
-  /// The choice for operations of `bytes`; null below kLearnFromBytes, where operations are
-  /// short enough for the timing to weigh and are staged with ordinary stores.
-  StoreChoice* at(size_t bytes);
+  /// With more ranks than cores, operations below this are dominated by context switches, whose
+  /// noise swamps the difference between the modes (n = 4 on 2 cores, 64 KiB: learning lost
+  /// 20-60 % to ordinary stores), so they are not learned.
+  static constexpr size_t kLearnFromBytesOversubscribed = 4 * 1024 * 1024;
+  /// The choice for operations of `bytes`; null below the floor above, where operations are
+  /// staged with ordinary stores (below 64 KiB they are too short for the timing not to weigh).
+  StoreChoice* at(size_t bytes, bool oversubscribed);
 
  private:
   static constexpr int kSizeClasses = 5;
@@ -72,7 +76,7 @@ struct StagingStores {
 /// timed for it from construction to done(). An operation that throws is not recorded.
 class StagingCopy {
  public:
-  StagingCopy(SizedStoreChoice& choices, size_t bytes);
+  StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed);
   void operator()(void* dst, const void* src, size_t n) const { copy_(dst, src, n); }
   Stores stores() const { return stores_; }
   void done();
