@@ -19,7 +19,7 @@ for np in 2 4; do
       echo "== $f"
       # shellcheck disable=SC2086
       mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" ${mpi_cfg[$cfg]} \
-        build/bin/strata-perf "$coll" -b 64K -e 256M -f 4 -n 5 -w 2 --compare mpi \
+        build/bin/strata-perf "$coll" -b 64K -e 256M -f 4 -n 5 -w 5 --compare mpi \
         --json "${f%.txt}.json" --plot "${f%.txt}.svg" > "$f" 2>&1 || echo "failed: $f"
     done
   done

@@ -15,16 +15,16 @@ Stores StoreChoice::next(ShmStores policy) {
   if (policy == ShmStores::ordinary) return running_ = Stores::ordinary;
   if (policy == ShmStores::streaming) return running_ = Stores::streaming;
   const uint64_t op = ops_++;
-  // Operations 0 and 1 measure each mode once, within a benchmark's warm-up. Streaming goes
-  // first: should the caller's buffers still be faulting in, that inflates the first figure,
-  // and the error leans to ordinary stores, the choice of old.
-  if (op < 2) running_ = op == 0 ? Stores::streaming : Stores::ordinary;
+  // Operation 0 is not timed: it pays for the caller's buffers faulting in (measured: up to 10x
+  // slower, which once made the wrong mode win). 1 and 2 measure each mode once.
+  if (op == 1) running_ = Stores::streaming;
+  else if (op < 3) running_ = Stores::ordinary;
   else running_ = op % kTryEvery == 0 ? other(preferred()) : preferred();
   return running_;
 }
 
 void StoreChoice::record(double seconds_per_byte) {
-  if (ops_ == 0) return;  // a forced mode
+  if (ops_ <= 1) return;  // operation 0, or a forced mode (ops_ stays 0)
   double& c = cost_[int(running_)];
   // Over consecutive operations in one mode, half weight to the newest sample: steady against
   // noise, yet a mode that has turned slow overtakes the other's estimate within an operation or
