@@ -56,7 +56,7 @@ class SizedStoreChoice {
   static constexpr size_t kLearnFromBytes = 64 * 1024;
   /// With more ranks than cores, operations below this are dominated by context switches, whose
   /// noise swamps the difference between the modes (n = 4 on 2 cores, 64 KiB: learning lost
-  /// 20-60 % to ordinary stores), so they are not learned.
+  /// up to 60 % to ordinary stores), so they are not learned.
   static constexpr size_t kLearnFromBytesOversubscribed = 4 * 1024 * 1024;
   /// The choice for operations of `bytes`; null below the floor above, where operations are
   /// staged with ordinary stores (below 64 KiB they are too short for the timing not to weigh).
