@@ -46,11 +46,15 @@ StoreChoice* SizedStoreChoice::at(size_t bytes, bool oversubscribed) {
 }
 
 StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed)
-    : choice_(choices.at(bytes, oversubscribed)), bytes_(bytes), copy_(copy) {
+    : choice_(choices.at(bytes, oversubscribed)), bytes_(bytes) {
   if (!choice_) return;
   stores_ = choice_->next(config().shm_stores);
-  if (stores_ == Stores::streaming) copy_ = copy_streaming;
   start_ = std::chrono::steady_clock::now();
+}
+
+void StagingCopy::operator()(void* dst, const void* src, size_t n) const {
+  if (stores_ == Stores::streaming) copy_streaming(dst, src, n);
+  else copy(dst, src, n);
 }
 
 void StagingCopy::done() {

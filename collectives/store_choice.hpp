@@ -77,7 +77,7 @@ struct StagingStores {
 class StagingCopy {
  public:
   StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed);
-  void operator()(void* dst, const void* src, size_t n) const { copy_(dst, src, n); }
+  void operator()(void* dst, const void* src, size_t n) const;
   Stores stores() const { return stores_; }
   void done();
 
@@ -86,7 +86,6 @@ class StagingCopy {
   size_t bytes_;
   Stores stores_ = Stores::ordinary;
   std::chrono::steady_clock::time_point start_;
-  void (*copy_)(void*, const void*, size_t);
 };
 
 }  // namespace strata::coll
