@@ -91,8 +91,12 @@ TEST(SizedStoreChoice, LearnsFrom64KiBPerFactorOf4From4MiBOversubscribed) {
   const size_t first[] = {64 * K, 256 * K, M, 4 * M, 16 * M};
   for (int i = 0; i < 5; ++i) {
     ASSERT_NE(c.at(first[i], false), nullptr);
-    if (i < 4) EXPECT_EQ(c.at(first[i], false), c.at(first[i + 1] - 1, false)) << i;
-    if (i > 0) EXPECT_NE(c.at(first[i], false), c.at(first[i] - 1, false)) << i;
+    if (i < 4) {
+      EXPECT_EQ(c.at(first[i], false), c.at(first[i + 1] - 1, false)) << i;
+    }
+    if (i > 0) {
+      EXPECT_NE(c.at(first[i], false), c.at(first[i] - 1, false)) << i;
+    }
   }
   EXPECT_EQ(c.at(size_t(1) << 40, false), c.at(16 * M, false));
   // More ranks than cores: from 4 MiB only, in the same classes.
