@@ -842,3 +842,24 @@ TEST(TcpStore, ServerShutdownFailsABlockedGetWithPeerFailure) {
   EXPECT_TRUE(contains(msg, "closed the connection")) << msg;
   EXPECT_TRUE(contains(msg, "127.0.0.1:" + std::to_string(port))) << msg;
 }
+
+TEST(TcpStore, ACallAfterTheServerIsGoneFailsAtOnceInsteadOfRetryingToConnect) {
+  auto server = std::make_unique<TcpStoreServer>(opts(0));
+  const uint16_t port = server->port();
+  TcpStoreOptions o = opts(port);
+  o.connect_timeout = 60s;  // retrying the refused reconnection would take this long
+  TcpStore c(o);
+  c.set("k", bytes("v"));
+  server.reset();
+  // The first call finds the connection closed; the next one must not wait for a server that
+  // was up and is gone (a survivor reporting a failure after rank 0 died).
+  EXPECT_THROW(c.add("n", 1), Error);
+  try {
+    c.add("n", 1);
+    ADD_FAILURE() << "a call to a store that is gone succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::peer_failure) << e.what();
+    EXPECT_TRUE(contains(e.what(), "is gone")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "127.0.0.1:" + std::to_string(port))) << e.what();
+  }
+}

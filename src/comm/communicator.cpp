@@ -43,6 +43,11 @@ Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int si
     c.barrier().wait();
     return c;
   } catch (const Error& e) {
+    // A rank whose setup failed reported its culprit before exiting, so the process table may
+    // show it dead beside that culprit, and its rank may be the first one looked at: its report
+    // names the rank that failed first (kill_test caught rank 3 naming rank 1, which had reported
+    // rank 2's death during setup and exited while rank 3 waited in this barrier).
+    if (auto report = bootstrap::reported_failure(*store, e.where())) throw *report;
     bootstrap::report_failure(*store, e);  // ranks still setting up fail at once, naming the same
     throw;
   }

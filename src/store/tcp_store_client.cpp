@@ -127,6 +127,7 @@ class TcpStore::Impl {
   const std::string server_;  // "host:port" as configured, for messages
   std::mutex mu_;
   int fd_ = -1;  // -1: the next call connects
+  bool was_up_ = false;  // a handshake succeeded once
   int errno_ = 0;
 };
 
@@ -158,6 +159,7 @@ int TcpStore::Impl::try_connect(const sockaddr_in& a, Clock::time_point deadline
   }
   if (err != 0) {
     why = std::strerror(err);
+    errno_ = err;
     ::close(fd);
     return -1;
   }
@@ -179,6 +181,13 @@ void TcpStore::Impl::connect_locked(const char* op) {
     } else {
       fd_ = try_connect(a, deadline, why);
       if (fd_ >= 0) break;
+      // Refused after it was up: the server is gone, not late (under from_env it lives in rank
+      // 0's process). Waiting out connect_timeout would hold a survivor's error for minutes.
+      if (was_up_ && errno_ == ECONNREFUSED) {
+        throw Error(ErrorCode::peer_failure, store::at(op),
+                    "the store at " + server_ + " is gone (it refused a reconnection: " + why +
+                        ")");
+      }
     }
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -196,7 +205,10 @@ void TcpStore::Impl::connect_locked(const char* op) {
   Message reply;
   const auto hs_deadline = std::max(deadline, Clock::now() + store::kHandshakeAtLeast);
   const Io io = exchange(hello, hs_deadline, reply, why);
-  if (io == Io::done && reply.type == Type::ok) return;
+  if (io == Io::done && reply.type == Type::ok) {
+    was_up_ = true;
+    return;
+  }
   disconnect();
   if (io == Io::done && reply.type == Type::error) {
     throw Error(ErrorCode::peer_failure, store::at(op),

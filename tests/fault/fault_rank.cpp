@@ -6,7 +6,10 @@
 //
 //   strata-fault-rank MODE READY_FILE
 //   MODE: collective (back-to-back 1 MiB all-reduces), between (small all-reduces with 30 ms of
-//         "compute" between them, where a kill usually lands)
+//         "compute" between them, where a kill usually lands), gives_up_in_setup (as collective,
+//         but rank 1 sets up its part of the world, then acts as if it had seen rank 2 die: it
+//         reports rank 2 in the store and exits 3 while the others wait for it in the barrier
+//         that ends setup)
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,7 +19,29 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/await_rank.hpp"
+#include "bootstrap/job_env.hpp"
+#include "comm/communicator_impl.hpp"
 #include "strata/strata.hpp"
+
+namespace {
+
+// Rank 1 of gives_up_in_setup: what a rank does whose setup fails on another's death, after its
+// addresses are published (so the others get as far as the barrier).
+int give_up_in_setup() {
+  strata::bootstrap::JobEnv env = strata::bootstrap::read_job_env();
+  auto store = std::make_shared<strata::PrefixStore>(strata::bootstrap::connect_store(env),
+                                                     strata::CommOptions{}.name);
+  strata::Communicator::Impl mine(store, env.rank, env.size, {});
+  const strata::Error seen(strata::ErrorCode::peer_failure,
+                           {.rank = env.rank, .group = "world", .op = "init", .peer = 2},
+                           "rank 2 died (as if seen by rank 1 in setup)");
+  strata::bootstrap::report_failure(*store, seen);
+  std::fprintf(stderr, "%s\nculprit=2\n", seen.what());
+  return 3;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
@@ -26,6 +51,9 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const bool between = mode == "between";
   try {
+    if (mode == "gives_up_in_setup" && strata::bootstrap::read_job_env().rank == 1) {
+      return give_up_in_setup();
+    }
     auto world = strata::Communicator::from_env();
     const size_t count = between ? 1024 : (1u << 18);
     std::vector<int32_t> data(count);

@@ -13,6 +13,8 @@
 // docs/architecture.md). Every rank is ready after its first collective: a peer that dies while
 // UCX 1.13 is still connecting to it over TCP makes UCX abort the survivor (architecture.md,
 // "Connecting"), so the hierarchical scenarios kill only once the groups are connected.
+// SetupFailure adds one fixed case: a rank that gives up in setup because of another rank, and
+// exits, must not be named in place of the rank it reported.
 // The ranks are tests/fault/fault_rank.cpp, launched the torchrun way (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT) by this driver, which unlike mpirun lets the survivors finish.
 #include <gtest/gtest.h>
@@ -199,6 +201,31 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_boot
     EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+// Rank 1 finishes its part of setup, reports that rank 2 died and exits while the others wait
+// for it in the barrier that ends setup; rank 2 lives. Every other rank must name rank 2, the
+// report, not rank 1, the process gone from the table (kill_test once caught rank 3 naming rank 1
+// when rank 1 had given up in setup because of rank 2).
+TEST(SetupFailure, TheOthersNameTheRankItReportedNotTheRankThatGaveUp) {
+  const fs::path dir = fs::path(STRATA_KILL_DIR) / "gives_up_in_setup";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto shm_before = entries("/dev/shm");
+  const auto tmp_before = entries("/tmp");
+  Job job = launch("gives_up_in_setup", dir, 0);
+  const auto started = Clock::now();
+  ASSERT_TRUE(reap(job, started + std::chrono::seconds(kTimeoutSeconds) + kGrace))
+      << "a rank was still running at timeout + 5 s";
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string log = slurp(dir / ("rank" + std::to_string(r) + ".log"));
+    SCOPED_TRACE("rank " + std::to_string(r) + " said:\n" + log);
+    ASSERT_TRUE(WIFEXITED(job.status[r])) << "crashed (status " << job.status[r] << ")";
+    EXPECT_EQ(WEXITSTATUS(job.status[r]), 3) << "did not fail with a strata::Error";
+    EXPECT_NE(log.find("culprit=2\n"), std::string::npos) << "the error does not name rank 2";
+  }
+  EXPECT_EQ(entries("/dev/shm"), shm_before) << "files left in /dev/shm";
+  EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
 }
 
 TEST(KillRank, DuringAllReduce) { run_scenario("all_reduce", "collective", false); }
