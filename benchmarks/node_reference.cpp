@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "collectives/copy_kernel.hpp"
 
 namespace perf {
 namespace {
@@ -20,6 +23,23 @@ bool pin(int cpu) {
   CPU_ZERO(&s);
   CPU_SET(cpu, &s);
   return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0;
+}
+
+// The CPUs to measure the node on: this process's, unless a launcher bound it to fewer than two
+// (mpirun --bind-to core), then the node's online CPUs, so that the header describes the node
+// whatever rank 0's binding. Pinning to one outside a cpuset fails, and the measurement says so.
+std::vector<int> node_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+  }
+  if (cpus.size() >= 2) return cpus;
+  cpus.clear();
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(int(c));
+  return cpus;
 }
 
 // One batch of `n` round trips between the calling thread and a helper pinned to `echo_cpu`;
@@ -48,14 +68,15 @@ double bounce(int echo_cpu, long n) {
   return ns;
 }
 
-}  // namespace
-
-double memcpy_gbps(int threads) {
+// Payload bandwidth of `copy` on 64 MiB buffers, `threads` threads copying at once.
+double copy_gbps(int threads, void (*copy)(void*, const void*, size_t)) {
   const size_t bytes = size_t(64) << 20;
   std::vector<std::vector<char>> src(threads, std::vector<char>(bytes, 1)),
       dst(threads, std::vector<char>(bytes, 0));
+  const std::vector<int> cpus = node_cpus();
   auto run = [&](int t) {
-    for (int i = 0; i < 5; ++i) std::memcpy(dst[t].data(), src[t].data(), bytes);
+    pin(cpus[size_t(t) % cpus.size()]);  // one thread per CPU, as far as there are CPUs
+    for (int i = 0; i < 5; ++i) copy(dst[t].data(), src[t].data(), bytes);
   };
   auto t0 = Clock::now();
   std::vector<std::thread> ts;
@@ -65,13 +86,16 @@ double memcpy_gbps(int threads) {
   return 5.0 * threads * double(bytes) / s / 1e9;
 }
 
+}  // namespace
+
+double memcpy_gbps(int threads) {
+  return copy_gbps(threads, [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); });
+}
+
+double streaming_copy_gbps(int threads) { return copy_gbps(threads, strata::coll::copy_streaming); }
+
 std::optional<RoundTrip> core_round_trip() {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return std::nullopt;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
+  const std::vector<int> cpus = node_cpus();
   if (cpus.size() < 2) return std::nullopt;
   // Measure on a helper thread so that the caller's affinity is left as it was.
   std::vector<double> batches;

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "bootstrap/await_rank.hpp"
@@ -21,6 +21,24 @@ std::string boot_id() {
   return boot;
 }
 
+// This process's affinity mask as "0 1 5 ..." (empty if it cannot be read).
+std::string my_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
+  std::string list;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) list += std::to_string(c) + " ";
+  }
+  return list;
+}
+
+void add_cpus(const std::string& list, std::vector<bool>& cpus) {
+  std::istringstream in(list);
+  for (int c; in >> c;) {
+    if (c >= 0 && c < CPU_SETSIZE) cpus[size_t(c)] = true;
+  }
+}
+
 }  // namespace
 
 std::string node_identity() {
@@ -32,42 +50,47 @@ std::string node_identity() {
 
 NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
                            std::chrono::milliseconds timeout) {
-  // "<node identity>\n<boot id>\n<process>": the node as the job sees it, the kernel it really
-  // runs on, and the process (bootstrap/process_id.hpp).
-  const std::string me =
-      node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode();
+  // "<node identity>\n<boot id>\n<process>\n<cpus>": the node as the job sees it, the kernel it
+  // really runs on, the process (bootstrap/process_id.hpp) and the CPUs it may run on. The
+  // masks, not this process's alone, say whether ranks share cores: with `mpirun --bind-to
+  // core` every rank sees one CPU, yet two ranks on two cores do not take turns.
+  const std::string me = node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode() +
+                         "\n" + my_cpus();
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
   const std::string my_kernel = boot_id();
   std::vector<std::string> seen;
+  std::vector<bool> cpus(CPU_SETSIZE);
   NodeLayoutInfo info;
   for (int r = 0; r < size; ++r) {
     Bytes b = get_published(store, "node/" + std::to_string(r), r, "its node identity", where,
                             timeout);
     std::istringstream text(std::string(b.begin(), b.end()));
-    std::string id, kernel, process;
+    std::string id, kernel, process, cpu_list;
     std::getline(text, id);
     std::getline(text, kernel);
     std::getline(text, process);
+    std::getline(text, cpu_list);
     auto it = std::find(seen.begin(), seen.end(), id);
     info.node_of_rank.push_back(int(it - seen.begin()));
     if (it == seen.end()) seen.push_back(id);
-    info.ranks_on_my_kernel += kernel == my_kernel;
+    if (kernel == my_kernel) {
+      ++info.ranks_on_my_kernel;
+      add_cpus(cpu_list, cpus);
+    }
     info.process_of_rank.push_back(ProcessId::decode(process));
   }
   // A sub-group sees fewer ranks here than really compete for the cores: keep the most any group
   // of this process saw (the world group, created first, sees them all).
-  static std::atomic<int> most{0};
-  int prev = most.load();
-  while (prev < info.ranks_on_my_kernel && !most.compare_exchange_weak(prev, info.ranks_on_my_kernel)) {
-  }
-  info.ranks_on_my_kernel = std::max(info.ranks_on_my_kernel, most.load());
+  static std::mutex mu;
+  static int most_ranks = 0;
+  static std::vector<bool> most_cpus(CPU_SETSIZE);
+  std::lock_guard<std::mutex> lock(mu);
+  most_ranks = std::max(most_ranks, info.ranks_on_my_kernel);
+  for (size_t c = 0; c < cpus.size(); ++c) most_cpus[c] = most_cpus[c] || cpus[c];
+  info.ranks_on_my_kernel = most_ranks;
+  info.cpus_of_my_kernel = int(std::count(most_cpus.begin(), most_cpus.end(), true));
+  if (info.cpus_of_my_kernel == 0) info.cpus_of_my_kernel = int(sysconf(_SC_NPROCESSORS_ONLN));
   return info;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return CPU_COUNT(&set);
 }
 
 }  // namespace strata::bootstrap

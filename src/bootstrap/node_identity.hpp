@@ -22,6 +22,10 @@ struct NodeLayoutInfo {
   /// ranks that compete for these cores, also when STRATA_NODE_ID emulates several nodes here.
   /// At least the most any earlier group of this process counted.
   int ranks_on_my_kernel = 0;
+  /// The CPUs those ranks may run on: the union of their affinity masks (at least that of any
+  /// earlier group of this process). Fewer CPUs than ranks means they take turns on a core.
+  int cpus_of_my_kernel = 0;
+  bool oversubscribed() const { return ranks_on_my_kernel > cpus_of_my_kernel; }
   /// Every rank's process, so that peers on this machine can be watched for death.
   std::vector<ProcessId> process_of_rank;
 };
@@ -31,7 +35,5 @@ struct NodeLayoutInfo {
 NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
                            std::chrono::milliseconds timeout);
 
-/// Cores this process may run on (its affinity mask).
-int usable_cores();
 
 }  // namespace strata::bootstrap

@@ -30,7 +30,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                                            timeout);
     layout_ = comm::NodeLayout(where.node_of_rank);
     const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
-    const bool oversubscribed = where.ranks_on_my_kernel > bootstrap::usable_cores();
+    const bool oversubscribed = where.oversubscribed();
     worker->set_oversubscribed(oversubscribed);
     if (size > 1 && config().shm && local == size) {
       shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
