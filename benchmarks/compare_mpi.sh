@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-benchmarks/results}
 mkdir -p "$out"
+# Every rank bound to a core, two to a core at n = 4, for both libraries: unbound, the scheduler
+# now and then puts three ranks on one core for a while, and a run's small-message figures swing
+# 3x with it (RESULTS.md, "Binding").
+bind="--bind-to core:overload-allowed --map-by core"
 declare -A mpi_cfg=(
   [default]=""
   [vader]="--mca pml ob1 --mca btl self,vader"
@@ -18,7 +22,7 @@ for np in 2 4; do
       f="$out/${coll}_np${np}_${cfg}.txt"
       echo "== $f"
       # shellcheck disable=SC2086
-      mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" ${mpi_cfg[$cfg]} \
+      mpirun --allow-run-as-root --oversubscribe $bind -np "$np" ${mpi_cfg[$cfg]} \
         build/bin/strata-perf "$coll" -b 64K -e 256M -f 4 -n 5 -w 5 --compare mpi \
         --json "${f%.txt}.json" --plot "${f%.txt}.svg" > "$f" 2>&1 || echo "failed: $f"
     done
@@ -27,7 +31,7 @@ for np in 2 4; do
   for cfg in default vader ucx; do
     f="$out/latency_np${np}_${cfg}.txt"
     # shellcheck disable=SC2086
-    mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" ${mpi_cfg[$cfg]} \
+    mpirun --allow-run-as-root --oversubscribe $bind -np "$np" ${mpi_cfg[$cfg]} \
       build/bin/strata-perf all_reduce -b 8 -e 8 -n 2000 -w 200 -z 1 --compare mpi > "$f" 2>&1 || echo "failed: $f"
   done
 done
