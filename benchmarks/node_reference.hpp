@@ -19,9 +19,10 @@ double streaming_copy_gbps(int threads);
 
 /// Median round trip, in ns, of one cache line bounced between threads pinned to the first two
 /// CPUs this process may run on (the node's first two when it is bound to one), and those CPUs'
-/// numbers ("cpu 0 <-> cpu 1"); nullopt when there are not two to pin to. Shared-memory collectives move every chunk between cores, so this is
-/// their latency floor per transfer; on a virtual machine it also shows how far apart the host
-/// has placed the vCPUs at that moment (it can move them during a run).
+/// numbers ("cpu 0 <-> cpu 1"); nullopt when there are not two to pin to. Shared-memory
+/// collectives move every chunk between cores, so this is their latency floor per transfer; on a
+/// virtual machine it also shows how far apart the host has placed the vCPUs at that moment (it
+/// can move them during a run).
 struct RoundTrip {
   double ns;
   std::string cpus;

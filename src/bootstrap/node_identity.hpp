@@ -35,5 +35,4 @@ struct NodeLayoutInfo {
 NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
                            std::chrono::milliseconds timeout);
 
-
 }  // namespace strata::bootstrap
