@@ -11,9 +11,7 @@ namespace {
 Stores other(Stores s) { return s == Stores::ordinary ? Stores::streaming : Stores::ordinary; }
 }  // namespace
 
-Stores StoreChoice::next(ShmStores policy) {
-  if (policy == ShmStores::ordinary) return running_ = Stores::ordinary;
-  if (policy == ShmStores::streaming) return running_ = Stores::streaming;
+Stores StoreChoice::next() {
   const uint64_t op = ops_++;
   // Operation 0 is not timed: it pays for the caller's buffers faulting in (measured: up to 10x
   // slower, which once made the wrong mode win). 1 and 2 measure each mode once.
@@ -24,7 +22,7 @@ Stores StoreChoice::next(ShmStores policy) {
 }
 
 void StoreChoice::record(double seconds_per_byte) {
-  if (ops_ <= 1) return;  // operation 0, or a forced mode (ops_ stays 0)
+  if (ops_ <= 1) return;  // operation 0
   double& c = cost_[int(running_)];
   // Over consecutive operations in one mode, half weight to the newest sample: steady against
   // noise, yet a mode that has turned slow overtakes the other's estimate within an operation or
@@ -45,10 +43,16 @@ StoreChoice* SizedStoreChoice::at(size_t bytes, bool oversubscribed) {
   return &by_size_[std::min(above / 2, kSizeClasses - 1)];
 }
 
-StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed)
-    : choice_(choices.at(bytes, oversubscribed)), bytes_(bytes) {
+StagingCopy::StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed,
+                         ShmStores policy)
+    : bytes_(bytes) {
+  if (policy != ShmStores::learn) {  // forced: nothing to learn or time
+    stores_ = policy == ShmStores::streaming ? Stores::streaming : Stores::ordinary;
+    return;
+  }
+  choice_ = choices.at(bytes, oversubscribed);
   if (!choice_) return;
-  stores_ = choice_->next(config().shm_stores);
+  stores_ = choice_->next();
   start_ = std::chrono::steady_clock::now();
 }
 

@@ -33,8 +33,8 @@ class StoreChoice {
   /// slower mode costs a few percent; a placement change is noticed within 16 operations.
   static constexpr uint64_t kTryEvery = 16;
 
-  /// The mode for the next operation under `policy` (forced modes are not learned).
-  Stores next(ShmStores policy);
+  /// The mode for the next operation.
+  Stores next();
   /// The time the operation begun by the last next() took, per byte of its payload.
   void record(double seconds_per_byte);
   /// The mode the estimates now prefer (ordinary until both have been measured).
@@ -73,16 +73,18 @@ struct StagingStores {
 };
 
 /// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
-/// timed for it from construction to done(). An operation that throws is not recorded.
+/// timed for it from construction to done(), or the mode `policy` forces (neither learned nor
+/// timed). An operation that throws is not recorded.
 class StagingCopy {
  public:
-  StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed);
+  StagingCopy(SizedStoreChoice& choices, size_t bytes, bool oversubscribed,
+              ShmStores policy = config().shm_stores);
   void operator()(void* dst, const void* src, size_t n) const;
   Stores stores() const { return stores_; }
   void done();
 
  private:
-  StoreChoice* choice_;  // null: not timed
+  StoreChoice* choice_ = nullptr;  // null: not timed
   size_t bytes_;
   Stores stores_ = Stores::ordinary;
   std::chrono::steady_clock::time_point start_;

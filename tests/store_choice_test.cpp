@@ -7,7 +7,6 @@
 #include <cstring>
 #include <vector>
 
-
 using namespace strata;
 using coll::StoreChoice;
 using coll::Stores;
@@ -21,7 +20,7 @@ template <class Cost>
 std::vector<Stores> run(StoreChoice& c, int ops, Cost cost) {
   std::vector<Stores> modes;
   for (int i = 0; i < ops; ++i) {
-    modes.push_back(c.next(ShmStores::learn));
+    modes.push_back(c.next());
     c.record(cost(modes.back()));
   }
   return modes;
@@ -40,7 +39,7 @@ TEST(StoreChoice, MeasuresBothThenKeepsTheFasterAndRetriesTheOtherEvery16th) {
   StoreChoice c;
   // Operation 0 is not timed: were its figure (the caller's buffers faulting in) counted,
   // ordinary would never be preferred here.
-  EXPECT_EQ(c.next(ShmStores::learn), O);
+  EXPECT_EQ(c.next(), O);
   c.record(1.0);
   const auto modes = run(c, 32, [](Stores s) { return s == O ? 1e-10 : 3e-10; });
   // Operations 1..32: streaming, ordinary (measured once each), then ordinary but for 16, 32.
@@ -72,14 +71,20 @@ TEST(StoreChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
   EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));
 }
 
-TEST(StoreChoice, ForcedModesAreNotLearned) {
+TEST(StagingCopy, ForcedModesAreNeitherLearnedNorTimed) {
+  const size_t n = 1 << 20;
   for (auto [policy, mode] : {std::pair{ShmStores::ordinary, O}, {ShmStores::streaming, S}}) {
-    StoreChoice c;
+    coll::SizedStoreChoice c;
     for (int i = 0; i < 40; ++i) {
-      EXPECT_EQ(c.next(policy), mode) << i;
-      c.record(mode == O ? 9.0 : 1e-12);  // would flip a learning choice at once
+      coll::StagingCopy copy(c, n, false, policy);
+      EXPECT_EQ(copy.stores(), mode) << i;
+      copy.done();
     }
-    EXPECT_EQ(c.preferred(), O);  // nothing measured
+    // The class was never asked: learning would start from its operation 0.
+    EXPECT_EQ(c.at(n, false)->preferred(), O);
+    std::vector<Stores> first;
+    for (int i = 0; i < 3; ++i) first.push_back(c.at(n, false)->next());
+    EXPECT_EQ(first, std::vector<Stores>({O, S, O}));
   }
 }
 
@@ -121,7 +126,7 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
   }
   // Both modes measured by real copies: operation 3 (not a retry) runs in the preferred one.
   const Stores p = c.at(n, false)->preferred();
-  EXPECT_EQ(c.at(n, false)->next(ShmStores::learn), p);
+  EXPECT_EQ(c.at(n, false)->next(), p);
   // Below 64 KiB: ordinary stores, and no class is touched.
   coll::StagingCopy small(c, 1000, false);
   EXPECT_EQ(small.stores(), O);
