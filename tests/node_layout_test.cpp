@@ -48,7 +48,10 @@ std::vector<NodeLayoutInfo> layouts(const std::string& prefix, int cpu0, int cpu
 }
 
 TEST(NodeLayout, RanksOversubscribeOnlyWhenTheirMasksHaveFewerCpusThanRanks) {
-  if (!pin_to(1)) GTEST_SKIP() << "needs CPUs 0 and 1 (pinning to CPU 1 failed)";
+  if (!pin_to(1)) {
+    GTEST_SKIP() << "needs a machine whose CPUs 0 and 1 this test may pin threads to (pinning to "
+                    "CPU 1 failed: one CPU, or a cpuset without it); it plays two ranks on them";
+  }
   // One process: the layout keeps the most ranks and CPUs its groups saw, so the shared core
   // comes first. Two ranks on CPU 0 alone take turns.
   for (const auto& info : layouts("shared", 0, 0)) {
