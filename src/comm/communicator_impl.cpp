@@ -1,6 +1,5 @@
 #include "comm/communicator_impl.hpp"
 
-#include "bootstrap/await_rank.hpp"
 #include "bootstrap/node_identity.hpp"
 #include "comm/fingerprint.hpp"
 #include "comm/watched_store.hpp"
@@ -39,9 +38,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
       shm_->set_watchdog(health_.get());
     }
   } catch (const Error& e) {
-    // A rank that reported another's death and then exited is not the culprit: its report first,
-    // then the process table ("peer 2: endpoint timeout" may be "rank 2 died").
-    if (auto report = bootstrap::reported_failure(*store, e.where())) throw *report;
+    // The process table: "peer 2: endpoint timeout" may be "rank 2 died". (A report in the store
+    // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
     throw health_->explain(e);
   }
   engine_ = std::make_shared<comm::Engine>(std::move(worker), health_, timeout);
