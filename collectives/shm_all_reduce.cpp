@@ -4,7 +4,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/reduce_kernels.hpp"
@@ -19,84 +18,94 @@ using namespace shm_sync;
 
 namespace {
 
-// Small messages: one phase. Every rank stages its whole input, then reduces all slots itself in
-// rank order (the same order everywhere, so every rank computes the same bits). One round of
+// Small messages: one phase. Every rank publishes its whole input, then reduces every rank's in
+// rank order (the same order everywhere, so every rank computes the same bits): one round of
 // cross-core signalling instead of three; the redundant arithmetic is negligible at this size.
-void all_reduce_small(ShmContext c, const void* in, void* out, size_t count, DataType dt,
-                      ReduceOp op) {
+// Up to shm::kLineBytes the input travels in the rank's cache line with the line's number, with
+// no staging buffer to free first; above, in the next staging buffer of its slot, numbered as a
+// chunk.
+bool in_a_line(size_t bytes) { return bytes <= shm::kLineBytes; }
+
+Expect small_expect(size_t count, DataType dt) { return {Kind::all_reduce, count * dtype_size(dt)}; }
+
+// True when `rank` has published small all-reduce `number` and it matches `e`.
+bool small_ready(shm::Segment& s, int rank, uint64_t number, const Expect& e) {
+  return in_a_line(e.bytes) ? line_ready(s, rank, number, e) : written_ready(s, rank, number, e);
+}
+
+// Reduces every rank's input to small all-reduce `number` into `out`, rank j's read from
+// `input(j)`, then frees this rank's hold on the staging buffers.
+template <typename Input>
+void reduce_small(shm::Segment& s, uint64_t number, void* out, size_t count, DataType dt,
+                  ReduceOp op, Input input) {
+  const int n = s.size();
+  const uint8_t* first = input(0);
+  reduce(out, first, input(1), count, dt, op);
+  for (int j = 2; j < n; ++j) reduce(out, out, input(j), count, dt, op);
+  if (op == ReduceOp::avg) divide_by(out, count, dt, n);
+  if (!in_a_line(count * dtype_size(dt))) publish(s, &SlotHeader::consumed, number + 1);
+}
+
+}  // namespace
+
+bool shm_small_all_reduce_can_post(shm::Segment& s, size_t bytes) {
+  if (in_a_line(bytes) || s.next_chunk < uint64_t(s.depth())) return true;
+  const uint64_t freed = s.next_chunk + 1 - uint64_t(s.depth());
+  for (int j = 0; j < s.size(); ++j) {
+    if (s.header(j).consumed.value.load(std::memory_order_acquire) < freed) return false;
+  }
+  return true;
+}
+
+uint64_t shm_small_all_reduce_post(ShmContext c, const void* in, size_t count, DataType dt) {
   auto& s = c.seg;
-  const int n = s.size(), r = s.rank();
-  const size_t bytes = count * dtype_size(dt);
-  const Expect e{Kind::all_reduce, bytes};
+  const Expect e = small_expect(count, dt);
+  if (in_a_line(e.bytes)) {
+    const uint64_t number = ++s.next_line;
+    publish_line(s, number, e, in);
+    return number;
+  }
   const uint64_t seq = s.next_chunk++;
   if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
-  std::memcpy(s.buffer(r, seq), in, bytes);
+  copy(s.buffer(s.rank(), seq), in, e.bytes);
   publish_written(s, seq, e);
-  for (int j = 0; j < n; ++j) wait_written(s, j, seq, e, c.deadline, c.where);
-  reduce(out, s.buffer(0, seq), s.buffer(1, seq), count, dt, op);
-  for (int j = 2; j < n; ++j) reduce(out, out, s.buffer(j, seq), count, dt, op);
-  if (op == ReduceOp::avg) divide_by(out, count, dt, n);
-  publish(s, &SlotHeader::consumed, seq + 1);
+  return seq;
 }
 
-}  // namespace
-
-// Tiny messages (one cache line): every rank writes its input and the line's number in one
-// cache line and reduces all lines in rank order. One cross-core transfer per peer on the
-// critical path, no staging buffer to free first.
-uint64_t shm_tiny_all_reduce_post(shm::Segment& s, const void* in, size_t count, DataType dt) {
-  const uint64_t number = ++s.next_line;
-  publish_line(s, number, {Kind::all_reduce, count * dtype_size(dt)}, in);
-  return number;
-}
-
-namespace {
-
-void reduce_lines(shm::Segment& s, uint64_t number, void* out, size_t count, DataType dt,
-                  ReduceOp op, const Expect& e, const ShmContext* wait) {
-  auto line = [&](int j) {
-    return wait ? wait_line(s, j, number, e, wait->deadline, wait->where)
-                : s.header(j).lines[number % 2].payload;
-  };
-  const int n = s.size();
-  const uint8_t* first = line(0);
-  reduce(out, first, line(1), count, dt, op);
-  for (int j = 2; j < n; ++j) reduce(out, out, line(j), count, dt, op);
-  if (op == ReduceOp::avg) divide_by(out, count, dt, n);
-}
-
-}  // namespace
-
-bool shm_tiny_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
-                                    DataType dt, ReduceOp op, int polls) {
-  const Expect e{Kind::all_reduce, count * dtype_size(dt)};
+bool shm_small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
+                                     DataType dt, ReduceOp op, int polls) {
+  const Expect e = small_expect(count, dt);
   for (int j = 0; j < s.size(); ++j) {
-    for (int i = 0; !line_ready(s, j, number, e); ++i) {
+    for (int i = 0; !small_ready(s, j, number, e); ++i) {
       if (i >= polls) return false;
       // Oversubscribed, the peer is likely waiting for this very core: hand it over.
       if (s.oversubscribed()) sched_yield();
       else _mm_pause();
     }
   }
-  reduce_lines(s, number, out, count, dt, op, e, nullptr);
+  reduce_small(s, number, out, count, dt, op, [&](int j) -> const uint8_t* {
+    return in_a_line(e.bytes) ? s.header(j).lines[number % 2].payload : s.buffer(j, number);
+  });
   return true;
 }
 
-void shm_tiny_all_reduce_finish(ShmContext c, uint64_t number, void* out, size_t count,
-                                DataType dt, ReduceOp op) {
-  reduce_lines(c.seg, number, out, count, dt, op, {Kind::all_reduce, count * dtype_size(dt)}, &c);
+void shm_small_all_reduce_finish(ShmContext c, uint64_t number, void* out, size_t count,
+                                 DataType dt, ReduceOp op) {
+  auto& s = c.seg;
+  const Expect e = small_expect(count, dt);
+  reduce_small(s, number, out, count, dt, op, [&](int j) -> const uint8_t* {
+    if (in_a_line(e.bytes)) return wait_line(s, j, number, e, c.deadline, c.where);
+    wait_written(s, j, number, e, c.deadline, c.where);
+    return s.buffer(j, number);
+  });
 }
 
 void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,
                     ReduceOp op) {
   auto& s = c.seg;
-  if (s.size() > 1 && count * dtype_size(dt) <= shm::kLineBytes) {
-    shm_tiny_all_reduce_finish(c, shm_tiny_all_reduce_post(s, in, count, dt), out, count, dt,
-                               op);
-    return;
-  }
   if (s.size() > 1 && count * dtype_size(dt) <= kShmSmallBytes) {
-    all_reduce_small(c, in, out, count, dt, op);
+    shm_small_all_reduce_finish(c, shm_small_all_reduce_post(c, in, count, dt), out, count, dt,
+                                op);
     return;
   }
   const int n = s.size(), r = s.rank();

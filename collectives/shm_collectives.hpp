@@ -30,18 +30,20 @@ struct ShmContext {
 
 void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataType dt,
                     ReduceOp op);
-/// All-reduce of up to shm::kLineBytes in one cache line per rank, in halves, so that the caller
-/// can finish it at once when the peers are already there (comm/immediate.cpp). post: publishes
-/// this rank's line and returns its number. try_finish: reduces every line into `out` if every
-/// peer has published a matching one within `polls` polls each (on an oversubscribed node each
-/// poll yields the core: sched_yield); false leaves `out` untouched,
-/// and finish (which waits, bounded by the deadline, and reports a peer in another collective)
-/// completes it. shm_all_reduce runs post then finish.
-uint64_t shm_tiny_all_reduce_post(shm::Segment& s, const void* in, size_t count, DataType dt);
-bool shm_tiny_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
-                                    DataType dt, ReduceOp op, int polls);
-void shm_tiny_all_reduce_finish(ShmContext c, uint64_t number, void* out, size_t count,
-                                DataType dt, ReduceOp op);
+/// All-reduce of up to kShmSmallBytes in one phase, in halves, so that the caller can finish it
+/// at once when the peers are already there (comm/immediate.cpp). can_post: post would not wait
+/// (up to shm::kLineBytes it never does; above, this rank's next staging buffer must have been
+/// read by every peer). post: publishes this rank's input and returns its number.
+/// try_finish: reduces every rank's input into `out` if every peer has published a matching one
+/// within `polls` polls each (on an oversubscribed node each poll yields the core:
+/// sched_yield); false leaves `out` untouched, and finish (which waits, bounded by the deadline,
+/// and reports a peer in another collective) completes it. shm_all_reduce runs post then finish.
+bool shm_small_all_reduce_can_post(shm::Segment& s, size_t bytes);
+uint64_t shm_small_all_reduce_post(ShmContext c, const void* in, size_t count, DataType dt);
+bool shm_small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
+                                     DataType dt, ReduceOp op, int polls);
+void shm_small_all_reduce_finish(ShmContext c, uint64_t number, void* out, size_t count,
+                                 DataType dt, ReduceOp op);
 /// input: n blocks of `count`; rank r receives block r reduced.
 void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, DataType dt,
                         ReduceOp op);

@@ -202,6 +202,15 @@ void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e) {
   publish(s, &strata::shm::SlotHeader::written, chunk + 1);  // releases the stamp with it
 }
 
+bool written_ready(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e) {
+  const auto& h = s.header(rank);
+  const auto& st = h.stamps[chunk % uint64_t(s.depth())];
+  return h.written.value.load(std::memory_order_acquire) > chunk &&
+         st.chunk.load(std::memory_order_relaxed) == chunk &&
+         st.bytes.load(std::memory_order_relaxed) == e.bytes &&
+         st.kind.load(std::memory_order_relaxed) == uint32_t(e.kind);
+}
+
 void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e,
                   Clock::time_point deadline, const ErrorContext& where) {
   wait_for(s, rank, &strata::shm::SlotHeader::written, chunk + 1, deadline, where);

@@ -41,6 +41,10 @@ void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e);
 void wait_written(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e,
                   Clock::time_point deadline, const ErrorContext& where);
 
+/// True when `rank` has staged `chunk` and its stamp matches `e`: wait_written would return at
+/// once, without an error. Never blocks, never throws.
+bool written_ready(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e);
+
 /// Writes tiny collective `number` (from 1) with `e.bytes` (<= shm::kLineBytes) of `data` into
 /// this rank's line and publishes it.
 void publish_line(strata::shm::Segment& s, uint64_t number, const Expect& e, const void* data);

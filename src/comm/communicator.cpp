@@ -71,7 +71,7 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.no_overlap(in, out, in.data == out.data);
   const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
   if (algo == coll::Algo::shm && in.count > 0) {
-    if (auto done = c.tiny_all_reduce_now(in, out, op)) return *done;
+    if (auto done = c.small_all_reduce_now(in, out, op)) return *done;
   }
   return c.collective("all_reduce", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (in.count == 0) return;

@@ -10,7 +10,7 @@
 // (default 50 us) for operations of 1 MiB and more, whose overlap with compute matters, and 2 ms
 // for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
 // small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
-// epoll and uses no CPU. A tiny all-reduce may bypass the queue altogether when the engine is
+// epoll and uses no CPU. A small all-reduce may bypass the queue altogether when the engine is
 // idle (try_claim; comm/immediate.cpp).
 #pragma once
 

@@ -1,10 +1,10 @@
-// The immediate path: a tiny all-reduce on one node completes inside the call that issued it.
+// The immediate path: a small all-reduce on one node completes inside the call that issued it.
 //
 // Queued, an 8-byte all-reduce spends about three quarters of its time in bookkeeping: a work
 // state, two std::functions, the queue, the flight recorder's three updates, six clock readings
 // (profiled: docs/architecture.md, "Immediate path"). When the engine is idle, the
-// caller instead claims the worker, publishes its cache line and polls the peers' lines for a
-// bounded moment. If every peer is there, it reduces and returns a completed Work: no
+// caller instead claims the worker, publishes its input (its cache line up to 48 bytes, its next
+// staging buffer up to 16 KiB) and polls the peers' for a bounded moment. If every peer is there, it reduces and returns a completed Work: no
 // allocation, one lock for the flight record, one clock reading. If not, it gives the rest
 // (waiting, with every check of the queued path) to the engine at the front of the queue and
 // returns its Work, so that a call never blocks for more than the poll.
@@ -25,19 +25,24 @@ int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 51
 
 }  // namespace
 
-std::optional<Work> Communicator::Impl::tiny_all_reduce_now(Buffer in, Buffer out,
-                                                            ReduceOp op) {
-  if (!shm_ || size < 2 || in.bytes() > shm::kLineBytes || config().check) return std::nullopt;
+std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer out,
+                                                             ReduceOp op) {
+  if (!shm_ || size < 2 || in.bytes() > coll::kShmSmallBytes || config().check) return std::nullopt;
   std::unique_lock<std::mutex> claim = engine_->try_claim();
-  if (!claim.owns_lock()) return std::nullopt;
+  // A staging buffer still being read by a peer: posting would wait, so queue instead.
+  if (!claim.owns_lock() || !coll::shm_small_all_reduce_can_post(*shm_, in.bytes())) {
+    return std::nullopt;
+  }
   const auto seq = int64_t(coll_seq_.fetch_add(1, std::memory_order_relaxed));
   ErrorContext where{rank, name, "all_reduce", seq, -1};
   STRATA_LOG(TRACE, "COLL") << "all_reduce seq " << seq << " on " << name << " (immediate)";
   const auto now = Clock::now();
   shm::Segment& s = *shm_;
-  const uint64_t number = coll::shm_tiny_all_reduce_post(s, in.data, in.count, in.dtype);
-  if (coll::shm_tiny_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
-                                           immediate_polls(s))) {
+  // can_post said the post will not wait: the deadline is never reached.
+  const uint64_t number = coll::shm_small_all_reduce_post(
+      {s, now + engine_->timeout(), where, shm_stores_}, in.data, in.count, in.dtype);
+  if (coll::shm_small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
+                                            immediate_polls(s))) {
     engine_->record_completed(where, in.dtype, in.count, now);
     return Work();
   }
@@ -49,8 +54,8 @@ std::optional<Work> Communicator::Impl::tiny_all_reduce_now(Buffer in, Buffer ou
   rest.where = std::move(where);
   rest.run = [this, number, out, count = in.count, dt = in.dtype, op](ucx::Worker&,
                                                                       comm::Op& self) {
-    coll::shm_tiny_all_reduce_finish({*shm_, self.deadline, self.where, shm_stores_}, number,
-                                     out.data, count, dt, op);
+    coll::shm_small_all_reduce_finish({*shm_, self.deadline, self.where, shm_stores_}, number,
+                                      out.data, count, dt, op);
   };
   return Work(engine_->finish_later(std::move(rest), now));
 }
