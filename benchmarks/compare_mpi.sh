@@ -2,10 +2,12 @@
 # Produces the tables behind benchmarks/RESULTS.md: strata-perf with --compare mpi for each
 # collective, world size and Open MPI configuration (Debian's Open MPI disables its UCX path by
 # default, so its three plausible "best" configurations are all measured).
-# Usage: benchmarks/compare_mpi.sh [outdir]   (after scripts/build.sh)
+# Usage: benchmarks/compare_mpi.sh [outdir [small]]   (after scripts/build.sh; `small`: only the
+# small all-reduce sweep, the latency_*.txt files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-benchmarks/results}
+only_small=${2:-}
 mkdir -p "$out"
 # Every rank bound to a core, two to a core at n = 4, for both libraries: unbound, the scheduler
 # now and then puts three ranks on one core for a while, and a run's small-message figures swing
@@ -18,6 +20,7 @@ declare -A mpi_cfg=(
 )
 for np in 2 4; do
   for coll in all_reduce reduce_scatter all_gather all_to_all; do
+    [[ -n $only_small ]] && break
     for cfg in default vader ucx; do
       f="$out/${coll}_np${np}_${cfg}.txt"
       echo "== $f"
@@ -27,11 +30,13 @@ for np in 2 4; do
         --json "${f%.txt}.json" --plot "${f%.txt}.svg" > "$f" 2>&1 || echo "failed: $f"
     done
   done
-  # Small-message latency: 8-byte all-reduce, many iterations, blocking.
+  # Small all-reduces, 8 bytes to 32 KiB: latency, many iterations, blocking.
   for cfg in default vader ucx; do
     f="$out/latency_np${np}_${cfg}.txt"
+    echo "== $f"
     # shellcheck disable=SC2086
     mpirun --allow-run-as-root --oversubscribe $bind -np "$np" ${mpi_cfg[$cfg]} \
-      build/bin/strata-perf all_reduce -b 8 -e 8 -n 2000 -w 200 -z 1 --compare mpi > "$f" 2>&1 || echo "failed: $f"
+      build/bin/strata-perf all_reduce -b 8 -e 32K -f 4 -n 2000 -w 200 -z 1 --compare mpi \
+      > "$f" 2>&1 || echo "failed: $f"
   done
 done

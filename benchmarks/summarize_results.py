@@ -72,16 +72,61 @@ for coll in colls:
             cells.append(f"{fmt(rt['start'])} / {fmt(rt['end'])}" if rt else "?")
         print(f"| {coll} | {np} | " + " | ".join(cells) + " |")
 print()
-print("| ranks | Open MPI config | Strata 8 B all-reduce (us) | Open MPI (us) | Strata / Open MPI |")
+# Small all-reduces (latency_*.txt): Strata's median time over the three runs against the
+# fastest Open MPI configuration, per size.
+print("| ranks | size (B) | Strata (us) | best Open MPI (us, config) | Strata / Open MPI |")
 print("|---|---|---|---|---|")
-for f in sorted(glob.glob(os.path.join(d, "latency_np*_*.txt"))):
-    m = re.search(r"latency_np(\d)_(\w+)\.txt", f)
-    for line in open(f):
-        cols = line.split()
-        if cols and cols[0] == "8":
-            t, ratio = float(cols[5]), float(cols[-1])
-            mpi_t = t * ratio  # vs_mpi = strata busbw / mpi busbw = mpi time / strata time
-            print(f"| {m.group(1)} | {m.group(2)} | {t:.2f} | {mpi_t:.2f} | {t / mpi_t:.1f}x |")
+for np in (2, 4):
+    strata, mpi = {}, {}
+    for cfg in ("default", "vader", "ucx"):
+        f = os.path.join(d, f"latency_np{np}_{cfg}.txt")
+        if not os.path.exists(f):
+            continue
+        for line in open(f):
+            cols = line.split()
+            if cols and cols[0].isdigit() and len(cols) == 14:
+                t, ratio = float(cols[5]), float(cols[-1])
+                strata.setdefault(int(cols[0]), []).append(t)
+                # vs_mpi = Strata busbw / Open MPI busbw = Open MPI time / Strata time
+                mpi.setdefault(int(cols[0]), {})[cfg] = t * ratio
+    for b in sorted(strata):
+        t = sorted(strata[b])[len(strata[b]) // 2]
+        best_cfg = min(mpi[b], key=mpi[b].get)
+        print(f"| {np} | {b} | {t:.2f} | {mpi[b][best_cfg]:.2f} ({best_cfg}) | {t / mpi[b][best_cfg]:.2f}x |")
+print()
+
+
+def streaming_copy_rate(txt):
+    """The header's streaming copy rate (GB/s of payload): what memory moves for a copy."""
+    for line in open(txt):
+        m = re.match(r"# streaming copy: ([0-9.]+) GB/s", line)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+# Large all-reduce and all-to-all against memory's rate. Each rank must read its B bytes from
+# memory and write B to it at least once: n ranks move as much as a copy of n B at the header's
+# streaming rate R, so busbw can reach at most 2(n-1)/n^2 R (all-reduce) or (n-1)/n^2 R
+# (all-to-all). Per file, since R moves with where the vCPUs are.
+print("| collective | ranks | size | Strata, % of memory's rate: default / vader / ucx | Open MPI, same |")
+print("|---|---|---|---|---|")
+for coll, factor in (("all_reduce", 2), ("all_to_all", 1)):
+    for np in (2, 4):
+        for size, name in ((16 << 20, "16 MiB"), (64 << 20, "64 MiB"), (256 << 20, "256 MiB")):
+            ours, theirs = [], []
+            for cfg in ("default", "vader", "ucx"):
+                f = os.path.join(d, f"{coll}_np{np}_{cfg}.json")
+                rate = streaming_copy_rate(f[:-5] + ".txt") if os.path.exists(f) else None
+                row = next((r for r in json.load(open(f))["rows"] if r["bytes"] == size), None) if rate else None
+                if row is None:
+                    ours.append("?")
+                    theirs.append("?")
+                    continue
+                ceiling = factor * (np - 1) / np ** 2 * rate
+                ours.append(f"{100 * row['out_of_place']['busbw'] / ceiling:.0f}")
+                theirs.append(f"{100 * row['mpi_busbw'] / ceiling:.0f}")
+            print(f"| {coll} | {np} | {name} | {' / '.join(ours)} | {' / '.join(theirs)} |")
 
 if len(dirs) > 1:
     print()
