@@ -105,18 +105,6 @@ Algo network_default(Collective c, size_t bytes, int n) {
   }
 }
 
-void log_once(Collective c, size_t bytes, int n, Algo a, bool was_forced) {
-  if (!log::enabled(log::Level::INFO)) return;
-  static std::mutex mu;
-  static std::set<std::tuple<int, int, int, int>> seen;
-  int size_class = 0;
-  while ((size_t(1) << (size_class + 1)) <= bytes) ++size_class;
-  std::lock_guard<std::mutex> l(mu);
-  if (!seen.insert({int(c), size_class, n, int(a)}).second) return;
-  STRATA_LOG(INFO, "COLL") << collective_name(c) << " ~2^" << size_class << " B on " << n
-                           << " ranks: " << algo_name(a) << (was_forced ? " (STRATA_ALGO)" : "");
-}
-
 }  // namespace
 
 std::string_view collective_name(Collective c) {
@@ -144,14 +132,26 @@ std::string_view algo_name(Algo a) {
   return "?";
 }
 
-Algo choose(Collective c, size_t bytes, const GroupShape& g) {
+void ChoiceLog::note(std::string_view group, int n, Collective c, size_t bytes, Choice choice) {
+  if (!log::enabled(log::Level::INFO)) return;
+  int size_class = 0;
+  while ((size_t(1) << (size_class + 1)) <= bytes) ++size_class;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!seen_.insert({int(c), size_class, int(choice.algo)}).second) return;
+  }
+  STRATA_LOG(INFO, "COLL") << "group " << group << " (" << n << " ranks): "
+                           << collective_name(c) << " ~2^" << size_class << " B: "
+                           << algo_name(choice.algo) << (choice.forced ? " (STRATA_ALGO)" : "");
+}
+
+Choice choose(Collective c, size_t bytes, const GroupShape& g) {
   const int n = g.n;
   const bool shm = g.shm;
   auto it = forced().find(c);
   if (it != forced().end() && it->second == Algo::hierarchical) {
     if (hierarchical_runs(c, g)) {
-      log_once(c, bytes, n, Algo::hierarchical, true);
-      return Algo::hierarchical;
+      return {Algo::hierarchical, true};
     }
     if (c != Collective::all_reduce && c != Collective::all_gather &&
         c != Collective::reduce_scatter && c != Collective::all_to_all) {
@@ -166,8 +166,7 @@ Algo choose(Collective c, size_t bytes, const GroupShape& g) {
                       std::string(collective_name(c)) +
                       (it->second == Algo::shm ? " on a group that spans nodes" : ""));
     }
-    log_once(c, bytes, n, it->second, true);
-    return it->second;
+    return {it->second, true};
   }
   // One node: the shared segment beats the network path at every size (one copy in, one out).
   // Several nodes with neighbours: two levels, so the slow links carry each byte once per rail.
@@ -176,8 +175,7 @@ Algo choose(Collective c, size_t bytes, const GroupShape& g) {
                    (c != Collective::all_to_all || bytes <= kHierarchicalAllToAllMax)
                ? Algo::hierarchical
                                              : network_default(c, bytes, n);
-  log_once(c, bytes, n, a, false);
-  return a;
+  return {a, false};
 }
 
 }  // namespace strata::coll

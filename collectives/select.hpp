@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
+#include <set>
 #include <string_view>
+#include <tuple>
 
 namespace strata::coll {
 
@@ -22,9 +25,24 @@ struct GroupShape {
   bool even = false;       ///< ... with the same number of ranks on every node (all-gather, reduce-scatter too)
 };
 
-/// The algorithm for `c` moving `bytes` per rank on group `g`. Logs the choice once per
-/// (collective, size class) at INFO. A forced `hierarchical` applies where the group has two
-/// levels; elsewhere (the one-node and one-rank-per-node groups it runs on) the default holds.
-Algo choose(Collective c, size_t bytes, const GroupShape& g);
+struct Choice {
+  Algo algo;
+  bool forced;  ///< by STRATA_ALGO
+};
+
+/// The algorithm for `c` moving `bytes` per rank on group `g`. A forced `hierarchical` applies
+/// where the group has two levels; elsewhere (the one-node and one-rank-per-node groups it runs
+/// on) the default holds.
+Choice choose(Collective c, size_t bytes, const GroupShape& g);
+
+/// One group's log of its choices: each (collective, size class, algorithm) once, at INFO.
+class ChoiceLog {
+ public:
+  void note(std::string_view group, int n, Collective c, size_t bytes, Choice choice);
+
+ private:
+  std::mutex mu_;
+  std::set<std::tuple<int, int, int>> seen_;
+};
 
 }  // namespace strata::coll

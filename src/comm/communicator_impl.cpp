@@ -37,6 +37,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                                             timeout);
       shm_->set_watchdog(health_.get());
     }
+    shape_ = {size, shm_ != nullptr, layout_.spans_nodes_with_neighbours(), layout_.even()};
   } catch (const Error& e) {
     // The process table: "peer 2: endpoint timeout" may be "rank 2 died". (A report in the store
     // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
@@ -48,13 +49,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                            << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
 }
 
-coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) const {
-  coll::GroupShape g;
-  g.n = size;
-  g.shm = shm_ != nullptr;
-  g.two_level = layout_.spans_nodes_with_neighbours();
-  g.even = layout_.even();
-  return coll::choose(c, bytes, g);
+coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) {
+  const coll::Choice choice = coll::choose(c, bytes, shape_);
+  choice_log_.note(name, size, c, bytes, choice);
+  return choice.algo;
 }
 
 comm::Hierarchy& Communicator::Impl::hierarchy(const ErrorContext& where) {

@@ -43,8 +43,9 @@ class Communicator::Impl {
                   std::function<void(Exec&)> body);
   /// The flight recorder's table (see comm/flight_recorder.hpp).
   std::string flight_record() const { return engine_->recorder().dump("on request"); }
-  /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO).
-  coll::Algo choose(coll::Collective c, size_t bytes) const;
+  /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO), logged
+  /// once per size class at INFO.
+  coll::Algo choose(coll::Collective c, size_t bytes);
   /// Runs a hierarchical collective's `legs` on the group's node and rail groups. When a leg
   /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
   /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
@@ -75,6 +76,8 @@ class Communicator::Impl {
   Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
 
   comm::NodeLayout layout_;
+  coll::GroupShape shape_;  // what choose() needs of the layout, fixed at creation
+  coll::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)
   std::shared_ptr<comm::PeerHealth> health_;    // consulted by the engine's and shm's waits

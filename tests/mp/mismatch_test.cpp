@@ -155,8 +155,8 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
 }
 
 // 5 vs 6 floats: tiny all-reduces (one cache line each) of different sizes; 12 vs 13: a tiny one
-// against a staged one; 1000 vs 1001: small all-reduces in one staging buffer each; 2^15: at n = 2, all-to-all rounds of one staging buffer against rounds
-// of two; 2^18: staged in chunks.
+// against a staged one; 1000 vs 1001: small all-reduces in one staging buffer each; 2^15: at
+// n = 2, all-to-all rounds of one staging buffer against rounds of two; 2^18: staged in chunks.
 INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch,
                          ::testing::Values(size_t(5), size_t(12), size_t(1000), size_t(1) << 15,
                                            size_t(1) << 18));
