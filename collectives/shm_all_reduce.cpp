@@ -26,7 +26,9 @@ namespace {
 // chunk.
 bool in_a_line(size_t bytes) { return bytes <= shm::kLineBytes; }
 
-Expect small_expect(size_t count, DataType dt) { return {Kind::all_reduce, count * dtype_size(dt)}; }
+Expect small_expect(size_t count, DataType dt) {
+  return {Kind::all_reduce, count * dtype_size(dt)};
+}
 
 // True when `rank` has published small all-reduce `number` and it matches `e`.
 bool small_ready(shm::Segment& s, int rank, uint64_t number, const Expect& e) {
@@ -66,7 +68,9 @@ uint64_t shm_small_all_reduce_post(ShmContext c, const void* in, size_t count, D
     return number;
   }
   const uint64_t seq = s.next_chunk++;
-  if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
+  if (seq + 1 > uint64_t(s.depth())) {
+    wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
+  }
   copy(s.buffer(s.rank(), seq), in, e.bytes);
   publish_written(s, seq, e);
   return seq;

@@ -51,9 +51,9 @@ class Communicator::Impl {
   /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
   /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
   void hierarchical(const Exec& e, const std::function<void(comm::Hierarchy&)>& legs);
-  /// A small all-reduce on one node (up to coll::kShmSmallBytes), completed inside the call when the engine is idle and the
-  /// peers are in step (comm/immediate.cpp). Empty when it must be queued instead; the caller
-  /// has checked the arguments.
+  /// A small all-reduce on one node (up to coll::kShmSmallBytes), completed inside the call
+  /// when the engine is idle and the peers are in step (comm/immediate.cpp). Empty when it must
+  /// be queued instead; the caller has checked the arguments.
   std::optional<Work> small_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);

@@ -2,12 +2,12 @@
 //
 // Queued, an 8-byte all-reduce spends about three quarters of its time in bookkeeping: a work
 // state, two std::functions, the queue, the flight recorder's three updates, six clock readings
-// (profiled: docs/architecture.md, "Immediate path"). When the engine is idle, the
-// caller instead claims the worker, publishes its input (its cache line up to 48 bytes, its next
-// staging buffer up to 16 KiB) and polls the peers' for a bounded moment. If every peer is there, it reduces and returns a completed Work: no
-// allocation, one lock for the flight record, one clock reading. If not, it gives the rest
-// (waiting, with every check of the queued path) to the engine at the front of the queue and
-// returns its Work, so that a call never blocks for more than the poll.
+// (profiled: docs/architecture.md, "Immediate path"). When the engine is idle, the caller instead
+// claims the worker, publishes its input (its cache line up to 48 bytes, its next staging buffer
+// up to 16 KiB) and polls the peers' for a bounded moment. If every peer is there, it reduces and
+// returns a completed Work: no allocation, one lock for the flight record, one clock reading. If
+// not, it gives the rest (waiting, with every check of the queued path) to the engine at the
+// front of the queue and returns its Work, so that a call never blocks for more than the poll.
 #include "collectives/shm_collectives.hpp"
 #include "comm/communicator_impl.hpp"
 #include "config.hpp"
