@@ -51,12 +51,7 @@ void reduce_small(shm::Segment& s, uint64_t number, void* out, size_t count, Dat
 }  // namespace
 
 bool shm_small_all_reduce_can_post(shm::Segment& s, size_t bytes) {
-  if (in_a_line(bytes) || s.next_chunk < uint64_t(s.depth())) return true;
-  const uint64_t freed = s.next_chunk + 1 - uint64_t(s.depth());
-  for (int j = 0; j < s.size(); ++j) {
-    if (s.header(j).consumed.value.load(std::memory_order_acquire) < freed) return false;
-  }
-  return true;
+  return in_a_line(bytes) || buffer_free(s, s.next_chunk);
 }
 
 uint64_t shm_small_all_reduce_post(ShmContext c, const void* in, size_t count, DataType dt) {
@@ -68,9 +63,7 @@ uint64_t shm_small_all_reduce_post(ShmContext c, const void* in, size_t count, D
     return number;
   }
   const uint64_t seq = s.next_chunk++;
-  if (seq + 1 > uint64_t(s.depth())) {
-    wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
-  }
+  wait_buffer_free(s, seq, c.deadline, c.where);
   copy(s.buffer(s.rank(), seq), in, e.bytes);
   publish_written(s, seq, e);
   return seq;
@@ -129,7 +122,7 @@ void shm_all_reduce(ShmContext c, const void* in, void* out, size_t count, DataT
     const uint64_t seq = s.next_chunk++;
     const Blocks sub{k, n};
     // 1. Stage my chunk once every rank has finished with this buffer's previous use.
-    if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
+    wait_buffer_free(s, seq, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, seq);
     stage(mine, src + off * es, k * es);
     publish_written(s, seq, e);

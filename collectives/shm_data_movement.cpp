@@ -12,15 +12,6 @@ namespace strata::coll {
 using shm::SlotHeader;
 using namespace shm_sync;
 
-namespace {
-// Waits until buffer `seq` of every slot may be overwritten.
-void wait_free(ShmContext& c, uint64_t seq) {
-  if (seq + 1 > uint64_t(c.seg.depth())) {
-    wait_all(c.seg, &SlotHeader::consumed, seq + 1 - c.seg.depth(), c.deadline, c.where);
-  }
-}
-}  // namespace
-
 void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
@@ -33,7 +24,7 @@ void shm_all_gather(ShmContext c, const void* in, void* out, size_t bytes) {
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
-    wait_free(c, seq);
+    wait_buffer_free(c.seg, seq, c.deadline, c.where);
     stage(s.buffer(r, seq), src + off, k);
     publish_written(s, seq, e);
     if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
@@ -72,7 +63,7 @@ void shm_all_to_all(ShmContext c, const void* in, void* out, size_t bytes) {
     const size_t k = std::min(std::max<size_t>(s.chunk_bytes() * span / n / 64 * 64, 1),
                               bytes - off);
     s.next_chunk += span;
-    wait_free(c, last);
+    wait_buffer_free(c.seg, last, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, first);
     for (int j = 0; j < n; ++j) {
       if (j != r) stage(mine + j * k, src + j * bytes + off, k);
@@ -100,7 +91,7 @@ void shm_broadcast(ShmContext c, void* buf, size_t bytes, int root) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     if (r == root) {
-      wait_free(c, seq);
+      wait_buffer_free(c.seg, seq, c.deadline, c.where);
       copy(s.buffer(root, seq), data + off, k);
       publish_written(s, seq, e);
     } else {

@@ -26,7 +26,7 @@ void shm_reduce_scatter(ShmContext c, const void* in, void* out, size_t count, D
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
-    if (seq + 1 > uint64_t(s.depth())) wait_all(s, &SlotHeader::consumed, seq + 1 - s.depth(), c.deadline, c.where);
+    wait_buffer_free(s, seq, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, seq);
     for (int j = 0; j < n; ++j) copy(mine + j * k * es, src + (j * count + off) * es, k * es);
     publish_written(s, seq, e);

@@ -202,6 +202,16 @@ void publish_written(strata::shm::Segment& s, uint64_t chunk, const Expect& e) {
   publish(s, &strata::shm::SlotHeader::written, chunk + 1);  // releases the stamp with it
 }
 
+bool buffer_free(strata::shm::Segment& s, uint64_t chunk) {
+  if (chunk < uint64_t(s.depth())) return true;
+  for (int j = 0; j < s.size(); ++j) {
+    if (s.header(j).consumed.value.load(std::memory_order_acquire) < chunk + 1 - s.depth()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool written_ready(strata::shm::Segment& s, int rank, uint64_t chunk, const Expect& e) {
   const auto& h = s.header(rank);
   const auto& st = h.stamps[chunk % uint64_t(s.depth())];

@@ -65,4 +65,16 @@ inline void wait_all(strata::shm::Segment& s, Field f, uint64_t value, Clock::ti
   for (int j = 0; j < s.size(); ++j) wait_for(s, j, f, value, deadline, where);
 }
 
+/// True when staging buffer `chunk` of every slot may be overwritten: every rank has consumed
+/// the chunk `depth` earlier that used it. Never blocks.
+bool buffer_free(strata::shm::Segment& s, uint64_t chunk);
+
+/// Waits until staging buffer `chunk` of every slot may be overwritten.
+inline void wait_buffer_free(strata::shm::Segment& s, uint64_t chunk, Clock::time_point deadline,
+                             const ErrorContext& where) {
+  if (chunk >= uint64_t(s.depth())) {
+    wait_all(s, &strata::shm::SlotHeader::consumed, chunk + 1 - s.depth(), deadline, where);
+  }
+}
+
 }  // namespace strata::coll::shm_sync
