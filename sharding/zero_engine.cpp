@@ -103,7 +103,7 @@ class ZeroEngine::Impl {
     bucketer_->finish();
     ++steps_;
     const float scale = sharding::clip_factor(opt_.adamw, grad_norm());
-    for_each_owned([&](float* p, const float* g, float* m, float* v, size_t n) {
+    for_each_owned([&](size_t, float* p, const float* g, float* m, float* v, size_t n) {
       sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
     });
     if (opt_.stage == 1 || opt_.stage == 2) launch_param_gathers();
@@ -214,7 +214,7 @@ class ZeroEngine::Impl {
                " tensors)");
   }
 
-  // Calls f(param, grad, m, v, n) on each contiguous slice this rank updates.
+  // Calls f(flat index, param, grad, m, v, n) on each contiguous slice this rank updates.
   template <typename F>
   void for_each_owned(F f) {
     const int r = rank();
@@ -224,35 +224,44 @@ class ZeroEngine::Impl {
       switch (opt_.stage) {
         case 0: {
           const size_t o = layout_.unit_offset(u), n = layout_.unit_numel(u);
-          f(full_params_.data() + o, bucketer_->full_grads().data() + o, m_.data() + o,
+          f(o, full_params_.data() + o, bucketer_->full_grads().data() + o, m_.data() + o,
             v_.data() + o, n);
           break;
         }
         case 1:
-          f(full_params_.data() + fo, bucketer_->full_grads().data() + fo, m_.data() + so,
+          f(fo, full_params_.data() + fo, bucketer_->full_grads().data() + fo, m_.data() + so,
             v_.data() + so, blk);
           break;
         case 2:
-          f(full_params_.data() + fo, bucketer_->shard_grads().data() + so, m_.data() + so,
+          f(fo, full_params_.data() + fo, bucketer_->shard_grads().data() + so, m_.data() + so,
             v_.data() + so, blk);
           break;
         default:
-          f(shard_params_.data() + so, bucketer_->shard_grads().data() + so, m_.data() + so,
+          f(fo, shard_params_.data() + so, bucketer_->shard_grads().data() + so, m_.data() + so,
             v_.data() + so, blk);
       }
     }
   }
 
-  // The global gradient norm: stage 0 holds it all; sharded stages add their shards' squares.
+  // The global gradient norm: stage 0 holds it all; sharded stages add their shards' squares,
+  // and the model-parallel peers theirs. Tensors outside the norm (replicas) are skipped.
   double grad_norm() {
     if (opt_.adamw.max_grad_norm <= 0) return 0.0;
     std::vector<double> sq(1, 0.0);
-    for_each_owned([&](float*, const float* g, float*, float*, size_t n) {
-      for (size_t i = 0; i < n; ++i) sq[0] += double(g[i]) * double(g[i]);
+    for_each_owned([&](size_t flat, float*, const float* g, float*, float*, size_t n) {
+      for (size_t t = 0; t < layout_.tensors().size(); ++t) {
+        if (!layout_.tensors()[t].in_grad_norm) continue;
+        const size_t lo = std::max(flat, layout_.tensor_offset(t));
+        const size_t hi = std::min(flat + n, layout_.tensor_offset(t) + layout_.tensors()[t].numel());
+        for (size_t i = lo; i < hi; ++i) sq[0] += double(g[i - flat]) * double(g[i - flat]);
+      }
     });
     if (opt_.stage > 0)
       timed(comm_.all_reduce(buffer(sq), ReduceOp::sum),
             sharding::all_reduce_bus_bytes(sizeof(double), comm_.size()));
+    if (opt_.grad_norm_group && opt_.grad_norm_group.size() > 1)
+      timed(opt_.grad_norm_group.all_reduce(buffer(sq), ReduceOp::sum),
+            sharding::all_reduce_bus_bytes(sizeof(double), opt_.grad_norm_group.size()));
     return std::sqrt(sq[0]);
   }
 

@@ -20,6 +20,9 @@ struct TensorSpec {
   std::string name;
   std::vector<size_t> shape;
   int unit = 0;
+  /// Whether the global gradient norm (clipping) counts this tensor. False for a copy whose
+  /// gradient another rank already counts: a tensor-parallel replica, a tied copy.
+  bool in_grad_norm = true;
   size_t numel() const;
 };
 
@@ -154,6 +157,10 @@ struct ZeroOptions {
   AdamWOptions adamw;
   int prefetch_depth = 1;             ///< stage 3: gathers kept in flight beyond the current unit
   size_t resident_below_bytes = 0;    ///< stage 3: units smaller than this are never freed
+  /// The ranks holding the rest of the model (tensor- and pipeline-parallel peers, one per other
+  /// slice): clipping sums the squared gradient norm over them too, so it sees the whole model.
+  /// Empty: this engine's tensors are the whole model.
+  Communicator grad_norm_group;
 };
 
 /// Bytes per rank. Stage 3 adds resident units to param_bytes; peak_gathered_bytes is the most

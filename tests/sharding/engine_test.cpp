@@ -1,5 +1,6 @@
 // ZeroEngine on every world size: stages 0-3 train the test model to the single-process
 // reference, memory follows the ZeRO formulas, and stage 3 gathers within its prefetch window.
+#include <cmath>
 #include <set>
 
 #include "model.hpp"
@@ -233,5 +234,39 @@ TEST(Zero, BadInputIsAnErrorNamingIt) {
   EXPECT_THROW(e.param(0), strata::Error);  // not gathered
   EXPECT_THROW(e.gather(99), strata::Error);
   EXPECT_THROW(ZeroEngine(w, m.specs(), options(4)), strata::Error);
+}
+TEST(Zero, ClippingSumsTheNormOverTheModelParallelGroupAndSkipsReplicas) {
+  // Each rank holds its own slice of a model (its own one-rank engine): "mine" with gradient
+  // r + 1 everywhere, and "replica", a copy another rank counts (gradient 100, outside the norm).
+  // The norm is sqrt(sum over ranks of 4 (r + 1)^2); with eps = 1 AdamW's first step shows the
+  // clipping scale: p = -lr * g s / (|g s| + 1).
+  auto& w = mp::world();
+  strata::Communicator alone = w.split(w.rank(), 0);
+  for (int stage : {0, 3}) {
+    ZeroOptions o = options(stage, 1.0f);
+    o.adamw.eps = 1.0f;
+    o.adamw.weight_decay = 0.0f;
+    o.grad_norm_group = w;
+    std::vector<strata::TensorSpec> specs{{"mine", {4}, 0}, {"replica", {4}, 0, false}};
+    ZeroEngine e(alone, specs, o);
+    e.set_param(0, std::vector<float>(4, 0.0f));
+    e.set_param(1, std::vector<float>(4, 0.0f));
+    e.begin_backward();
+    e.gather(0);
+    for (float& g : e.grad(0)) g = float(w.rank() + 1);
+    for (float& g : e.grad(1)) g = 100.0f;
+    e.ready(0);
+    e.ready(1);
+    e.release(0);
+    e.step();
+    double sq = 0;
+    for (int r = 0; r < w.size(); ++r) sq += 4.0 * (r + 1) * (r + 1);
+    const double s = 1.0 / (std::sqrt(sq) + 1e-6);
+    const auto p = e.full_params();
+    for (size_t i = 0; i < 8; ++i) {
+      const double g = (i < 4 ? w.rank() + 1 : 100.0) * s;
+      EXPECT_NEAR(p[i], -o.adamw.lr * g / (g + 1.0), 1e-6) << "stage " << stage << " element " << i;
+    }
+  }
 }
 }  // namespace
