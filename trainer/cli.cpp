@@ -14,19 +14,25 @@ namespace gpt {
 std::string usage() {
   return R"(usage: strata-gpt [train|validate] [options]     (under mpirun or strata-run)
 
-  train      trains the model data-parallel over every rank (the default)
-  validate   trains the same steps under every layout the world size allows (DP, ZeRO-1/2/3),
-             computes the one-rank reference itself, prints a table; exit 1 on any mismatch
+  train      trains the model over every rank in the layout given (the default: data-parallel)
+  validate   trains the same steps under every layout the world size allows (tp x pp x dp with
+             each schedule, sp, ZeRO-1/2/3), computes the one-rank reference itself, prints a
+             table; exit 1 on any mismatch, 2 on bad input
              (--steps defaults to 20 here, 200 for train)
 
 model:     --config tiny|small   --layers L  --heads H  --embd C  --ctx T
-training:  --steps N  --batch B (global sequences per step)  --micro M (micro-batches per rank)
+training:  --steps N  --batch B (global sequences per step)
+           --micro-batches M (per data-parallel rank; --micro M is the same)
            --lr X  --min-lr X  --warmup N  --wd X  --clip X  --seed N
-layout:    --stage 0|1|2|3 (0: DDP)  --prefetch N  --bucket-kb N  --recompute
+layout:    --tp N (tensor parallel; heads must divide)  --sp (sequence parallel, with --tp)
+           --pp N (pipeline stages)  --schedule gpipe|1f1b|interleaved  --virtual-stages V
+           --allow-cross-node-tp   (dp = ranks / (tp * pp))
+           --stage 0|1|2|3 (ZeRO on dp; 0: DDP)  --prefetch N  --bucket-kb N  --recompute
 output:    --eval-every N  --eval-batches N  --sample N  --json FILE  --plot FILE.svg  --quiet
 state:     --save DIR  --save-every N  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
-validate:  --tolerance X (relative, default 1e-5)
+validate:  --tolerance X (relative, default 1e-5)  --layouts L1,L2,... (e.g. tp2.pp2.dp2,pp4.interleaved;
+           default: every layout the world size allows)  --report DIR (Markdown + SVG)
 )";
 }
 
@@ -101,6 +107,13 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--resume", [&](auto&, auto& v) { r.resume = v; }},
       {"--data", [&](auto&, auto& v) { r.data = v; }},
       {"--tolerance", [&](auto& f, auto& v) { r.tolerance = to_double(f, v); }},
+      {"--tp", [&](auto& f, auto& v) { t.tp = positive(f, v); }},
+      {"--pp", [&](auto& f, auto& v) { t.pp = positive(f, v); }},
+      {"--micro-batches", [&](auto& f, auto& v) { t.micro_batches = positive(f, v); }},
+      {"--schedule", [&](auto&, auto& v) { t.schedule = pp::parse_schedule(v); }},
+      {"--virtual-stages", [&](auto& f, auto& v) { t.virtual_stages = positive(f, v); }},
+      {"--layouts", [&](auto&, auto& v) { r.layouts = v; }},
+      {"--report", [&](auto&, auto& v) { r.report = v; }},
   };
   if (r.mode == "validate") t.steps = 20;  // five trainings of the same steps: keep it short
   // The named configuration first, so that dimension flags override it wherever they stand.
@@ -118,6 +131,14 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     }
     if (f == "--quiet") {
       r.quiet = true;
+      continue;
+    }
+    if (f == "--sp") {
+      t.sp = true;
+      continue;
+    }
+    if (f == "--allow-cross-node-tp") {
+      t.allow_cross_node_tp = true;
       continue;
     }
     auto it = flags.find(f);

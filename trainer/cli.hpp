@@ -18,6 +18,8 @@ struct RunOptions {
   int save_every = 0;          ///< 0: only at the end when --save is given
   std::string resume;          ///< checkpoint directory to continue from
   double tolerance = 1e-5;     ///< validate: max |loss - reference| / reference
+  std::string layouts;         ///< validate: the layouts to run (empty: every one), comma-separated
+  std::string report;          ///< validate: directory for the certification report
   bool quiet = false;          ///< no per-step lines
 };
 

@@ -63,6 +63,7 @@ void embed_backward(float* dwte, float* dwpe, const float* dout, const int* toke
                     int C, bool accumulate, double* scratch) {
   // Token rows: a scatter-add in position order, so the result is deterministic.
   for (int n = 0; n < N; ++n) {
+    if (tokens[n] < 0) continue;
     float* g = dwte + size_t(tokens[n]) * C;
     const float* d = dout + size_t(n) * C;
     for (int i = 0; i < C; ++i) g[i] += d[i];
@@ -134,6 +135,11 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
 
 void matmul_forward(float* out, const float* inp, const float* w, const float* b, int N, int C,
                     int OC, const float* residual) {
+  if (!residual && !b) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out,
+                OC);
+    return;
+  }
   // Start from residual + bias, then let sgemm add inp w^T on top (beta = 1): one pass over out.
   for (int n = 0; n < N; ++n) {
     float* o = out + size_t(n) * OC;
@@ -285,7 +291,7 @@ void crossentropy_backward(float* dlogits, const float* probs, const int* target
     const float* p = probs + size_t(n) * V;
     float* d = dlogits + size_t(n) * V;
     for (int i = 0; i < V; ++i) d[i] = scale * p[i];
-    d[targets[n]] = scale * (p[targets[n]] - 1.0f);
+    if (targets[n] >= 0) d[targets[n]] = scale * (p[targets[n]] - 1.0f);
   }
 }
 

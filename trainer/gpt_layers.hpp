@@ -17,7 +17,8 @@ namespace gpt::layers {
 /// out[n] = wte[tokens[n]] + wpe[n % T]
 void embed_forward(float* out, const int* tokens, const float* wte, const float* wpe, int N, int T,
                    int C);
-/// dwte[tokens[n]] += dout[n] (always adds: the tied head wrote its part first);
+/// dwte[tokens[n]] += dout[n] (always adds: the tied head wrote its part first), skipping tokens
+/// below 0 (another rank's slice of the vocabulary);
 /// dwpe[t] (+)= sum over sequences of dout[b, t].
 void embed_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int N, int T,
                     int C, bool accumulate, double* scratch /* T*C */);
@@ -30,7 +31,7 @@ void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, co
                         const float* w, const float* mean, const float* rstd, int N, int C,
                         bool accumulate, double* scratch /* 2*C */);
 
-/// out[N, OC] = residual + inp[N, C] w[OC, C]^T + b (residual may be null): one sgemm.
+/// out[N, OC] = residual + inp[N, C] w[OC, C]^T + b (residual and b may be null): one sgemm.
 void matmul_forward(float* out, const float* inp, const float* w, const float* b, int N, int C,
                     int OC, const float* residual = nullptr);
 /// dinp[N, C] = dout w (written, or added when dinp_add); dw (+)= dout^T inp; db (+)= sum dout.
@@ -54,7 +55,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
 /// Softmax of each row of logits [N, V] into probs; returns the SUM over rows of
 /// -log probs[n, targets[n]] (double).
 double crossentropy_forward(float* probs, const float* logits, const int* targets, int N, int V);
-/// dlogits = scale * (probs - onehot(targets)) (written).
+/// dlogits = scale * (probs - onehot(targets)) (written); a target below 0 (in another rank's
+/// slice of the vocabulary) has no column here.
 void crossentropy_backward(float* dlogits, const float* probs, const int* targets, int N, int V,
                            float scale);
 

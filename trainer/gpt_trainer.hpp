@@ -1,6 +1,8 @@
-// Training the reference GPT through Strata: one Trainer per data-parallel group, parameters and
-// optimizer state in a strata::ZeroEngine (stage 0 = DDP with bucketed all-reduce, 1-3 = ZeRO),
-// each rank computing its slice of every global batch.
+// Training the reference GPT through Strata in any tp x pp x dp layout: the ranks of a job form a
+// strata::Mesh; each rank computes its tensor-parallel slice (tensor_parallel.hpp) of its pipeline
+// stage's blocks (pipeline_parallel.hpp) on its data-parallel slice of every global batch, with
+// its parameters and optimizer state in a strata::ZeroEngine over the dp group (stage 0 = DDP
+// with bucketed all-reduce, 1-3 = ZeRO).
 #pragma once
 
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "char_data.hpp"
 #include "gpt_model.hpp"
+#include "pipeline_schedule.hpp"
 #include "strata/sharding.hpp"
 
 namespace gpt {
@@ -17,8 +20,14 @@ struct TrainOptions {
   Config model;
   uint64_t seed = 1337;       ///< initialisation and data order
   int stage = 0;              ///< ZeRO stage: 0 (DDP) .. 3
-  int global_batch = 32;      ///< sequences per step, over all ranks; divides by ranks * micro
-  int micro_batches = 1;      ///< gradient accumulation: micro-batches per rank per step
+  int global_batch = 32;      ///< sequences per step, over all ranks; divides by dp * micro
+  int micro_batches = 1;      ///< per data-parallel rank and step: the pipeline's m, and
+                              ///< gradient accumulation without a pipeline
+  int tp = 1, pp = 1;         ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * pp)
+  bool sp = false;            ///< sequence parallelism (with tp)
+  pp::Schedule schedule = pp::Schedule::one_f_one_b;
+  int virtual_stages = 1;     ///< model chunks per pipeline rank (interleaved)
+  bool allow_cross_node_tp = false;  ///< a tp group spanning nodes is an error unless set
   int steps = 200;
   float lr = 3e-3f, min_lr = 3e-4f, weight_decay = 0.1f, max_grad_norm = 1.0f;
   int warmup = 20;            ///< linear warm-up steps, then cosine decay to min_lr at `steps`
@@ -34,18 +43,32 @@ strata::Communicator job_communicator();
 /// The learning rate of step s (0-based): linear warm-up to lr, cosine decay to min_lr.
 float learning_rate(const TrainOptions& o, int step);
 
+/// Checks the layout before anything runs: tp * pp dividing `ranks`, tp dividing the heads (and
+/// the sequence under sp), no more pipeline stages than layers, a schedule that accepts (p, m, v),
+/// a batch that divides into dp * micro-batches. Throws std::invalid_argument with one line.
+void check_layout(const TrainOptions& o, int ranks);
+/// "tp2.pp2.dp2" (with ".sp", the schedule and ".v2" where they apply).
+std::string layout_name(const TrainOptions& o, int ranks);
+
 /// What one optimizer step measured (loss averaged over the global batch).
 struct StepReport {
   int step = 0;
   float loss = 0, lr = 0;
   double seconds = 0, comm_seconds = 0, exposed_seconds = 0;
   double bus_bytes = 0;  ///< bytes the step's collectives moved per rank, nccl-tests "bus" sense
+  /// Pipeline instruments: the forward and backward passes' wall time, the part of it spent
+  /// computing (not blocked on another stage), so bubble = 1 - compute / passes.
+  double pass_seconds = 0, compute_seconds = 0;
+  double tp_bus_bytes = 0;  ///< the tp group's collectives, bus sense
+  double pp_bytes = 0;      ///< activations and gradients this rank sent to other stages
 };
+
 
 class Trainer {
  public:
-  /// Collective over `dp`. Throws std::invalid_argument when the batch does not divide.
-  Trainer(strata::Communicator dp, const CharCorpus& data, TrainOptions o);
+  /// Collective over `world` (the ranks of this layout): builds the mesh and every group.
+  /// Throws std::invalid_argument for a layout check_layout refuses.
+  Trainer(strata::Communicator world, const CharCorpus& data, TrainOptions o);
   ~Trainer();
 
   /// Runs the next optimizer step (steps_done() is its index).
@@ -56,11 +79,18 @@ class Trainer {
   /// Continues `prompt` by `n` characters, sampling at `temperature` (collective in stage 3).
   std::string sample(const std::string& prompt, int n, float temperature, uint64_t seed);
 
-  /// Collective: every parameter, unpadded, in param_specs order.
+  /// Collective: every parameter of the whole model, unpadded, in param_specs order.
   std::vector<float> parameters();
+  /// Collective: whether every replica is bit-identical to the others: the local parameters
+  /// across the dp group, the replicated tensors across the tp group, the tied embedding's two
+  /// copies across the first and last pipeline stages.
+  bool replicas_identical();
   void save(const std::string& dir);
   void load(const std::string& dir);
+  /// This rank's engine (its slice of the model, over the dp group).
   const strata::ZeroEngine& engine() const;
+  /// Activation memory this rank holds (every slot of every chunk), bytes.
+  size_t activation_bytes() const;
 
  private:
   struct Impl;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "layouts.hpp"
 #include "modes.hpp"
 #include "strata/error.hpp"
 
@@ -23,6 +24,14 @@ int main(int argc, char** argv) {
     strata::Communicator world = gpt::job_communicator();
     const gpt::CharCorpus data(r.data);
     r.train.model.vocab = data.vocab();
+    // A layout the world cannot hold is bad input like a bad flag: one line, exit 2, nothing run.
+    try {
+      if (r.mode == "validate") gpt::validate_layouts(r, world.size());
+      else gpt::check_layout(r.train, world.size());
+    } catch (const std::invalid_argument& e) {
+      if (world.rank() == 0) std::fprintf(stderr, "strata-gpt: %s\n", e.what());
+      return 2;
+    }
     return r.mode == "validate" ? gpt::run_validate(world, data, r)
                                 : gpt::run_train(world, data, r);
   } catch (const std::exception& e) {

@@ -1,11 +1,14 @@
 // strata-gpt validate: the same steps from the same initialisation under every layout the world
 // size allows, each compared with the one-rank reference this mode computes itself. A cluster
-// whose links, collectives and sharding are right reproduces the reference losses; one that is
-// wrong anywhere (a bad link, a broken algorithm, a sharding bug) does not.
+// whose links, collectives, sharding and parallel layouts are right reproduces the reference
+// losses; one that is wrong anywhere (a bad link, a broken algorithm, a sharding or slicing bug)
+// does not. Besides the losses each layout's traffic and memory are checked against their
+// formulas (layout_formulas.hpp).
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
+#include "layout_formulas.hpp"
+#include "layouts.hpp"
 #include "modes.hpp"
 #include "strata/topology.hpp"
 
@@ -15,43 +18,54 @@ namespace {
 
 struct LayoutRun {
   std::string name;
-  int stage = 0;
+  TrainOptions o;
   std::vector<float> losses;
-  double step_s = 0, comm_s = 0, exposed_s = 0, bus_bytes = 0;
-  bool identical = true;  // parameters bit-identical on every rank at the end
+  double step_s = 0, comm_s = 0, bus_bytes = 0, bubble = 0;
+  StepReport last;           // the last step's instruments
+  bool identical = true;     // every replica bit-identical at the end
+  strata::MemoryReport memory;
+  size_t activation_bytes = 0;
 };
 
-uint64_t fnv1a(const std::vector<float>& v) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, TrainOptions o,
+LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const TrainOptions& o,
                      const std::string& name) {
-  LayoutRun run{name, o.stage, {}, 0, 0, 0, 0, true};
+  LayoutRun run;
+  run.name = name, run.o = o;
   Trainer t(comm, data, o);
+  double pass = 0, compute = 0;
   for (int s = 0; s < o.steps; ++s) {
     const StepReport r = t.step();
     run.losses.push_back(r.loss);
+    run.last = r;
     if (s == 0 && o.steps > 1) continue;  // the first step sets up buffers and sub-groups
-    run.step_s += r.seconds, run.comm_s += r.comm_seconds, run.exposed_s += r.exposed_seconds;
-    run.bus_bytes += r.bus_bytes;
+    run.step_s += r.seconds, run.comm_s += r.comm_seconds, run.bus_bytes += r.bus_bytes;
+    pass += r.pass_seconds, compute += r.compute_seconds;
   }
-  const int timed = std::max(1, o.steps - 1);
-  run.step_s /= timed;
-  std::vector<int64_t> mine{int64_t(fnv1a(t.parameters()))}, all(size_t(comm.size()));
-  comm.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
-  for (int64_t h : all) run.identical = run.identical && h == all[0];
+  run.step_s /= std::max(1, o.steps - 1);
+  run.bubble = pass > 0 ? 1 - compute / pass : 0;
+  run.identical = t.replicas_identical();
+  run.memory = t.engine().memory();
+  run.activation_bytes = t.activation_bytes();
   return run;
 }
 
 double max_relative_diff(const std::vector<float>& a, const std::vector<float>& ref) {
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i)
-    worst = std::max(worst, std::fabs(double(a[i]) - ref[i]) / std::max(1e-12, std::fabs(double(ref[i]))));
+    worst = std::max(worst, std::fabs(double(a[i]) - ref[i]) /
+                                std::max(1e-12, std::fabs(double(ref[i]))));
   return worst;
+}
+
+bool close(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, std::fabs(b)); }
+
+// Whether this rank's traffic and memory equal the formulas (every rank checks its own).
+bool matches_formulas(const LayoutRun& run, int ranks, int stage) {
+  const Traffic f = traffic_formula(run.o, ranks, stage);
+  const Memory m = memory_formula(run.o, ranks, stage);
+  return close(run.last.tp_bus_bytes, f.tp_bus_bytes) && close(run.last.pp_bytes, f.pp_bytes) &&
+         run.memory.param_bytes == m.param_bytes && run.memory.grad_bytes == m.grad_bytes &&
+         run.memory.optimizer_bytes == m.optimizer_bytes;
 }
 
 }  // namespace
@@ -59,66 +73,55 @@ double max_relative_diff(const std::vector<float>& a, const std::vector<float>& 
 int run_validate(strata::Communicator& world, const CharCorpus& data, const RunOptions& r) {
   const bool lead = world.rank() == 0;
   const int n = world.size();
-  TrainOptions o = r.train;
-  // The reference: rank 0 alone, the whole global batch, the same micro-batch count per rank
-  // times n so that its micro-batches are the layouts' per-rank slices.
+  const std::vector<TrainOptions> layouts = validate_layouts(r, n);
+  // The reference: rank 0 alone, the whole global batch, in micro-batches of the layouts' size.
   LayoutRun ref;
   strata::Communicator one = world.split(lead ? 0 : -1, 0);
   if (lead) {
-    TrainOptions ro = o;
-    ro.stage = 0;
-    ro.micro_batches = o.micro_batches * n;
-    std::printf("# strata-gpt validate: %zu parameters, %d ranks, %d steps, global batch %d; "
-                "computing the 1-rank reference...\n",
-                o.model.num_params(), n, o.steps, o.global_batch);
+    TrainOptions ro = r.train;
+    ro.stage = 0, ro.tp = ro.pp = 1, ro.sp = false, ro.virtual_stages = 1;
+    ro.micro_batches = r.train.micro_batches * n;
+    std::printf("# strata-gpt validate: %zu parameters, %d ranks, %zu layouts, %d steps, global "
+                "batch %d; computing the 1-rank reference...\n",
+                r.train.model.num_params(), n, layouts.size(), ro.steps, ro.global_batch);
     std::fflush(stdout);
     ref = run_layout(one, data, ro, "reference");
   }
   world.barrier().wait();
 
-  const strata::JobTopology job = strata::JobTopology::gather(world);
-  strata::Link weakest;
-  bool have_link = false;
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) {
-      const strata::Link l = job.link(a, b);
-      if (!have_link || l.bandwidth_gbs < weakest.bandwidth_gbs) weakest = l, have_link = true;
-    }
-
-  const std::pair<const char*, int> layouts[] = {{"dp", 0}, {"zero1", 1}, {"zero2", 2}, {"zero3", 3}};
   if (lead) {
-    std::printf("# tolerance: max |loss - reference| / reference <= %.1e over every step\n",
+    std::printf("# pass: max |loss - reference| / reference <= %.1e over every step, replicas "
+                "bit-identical, traffic and memory equal to their formulas on every rank\n",
                 r.tolerance);
-    std::printf("%-10s %5s %13s %6s %9s %6s %9s %11s  %s\n", "# layout", "ranks", "max_rel_diff",
-                "result", "step_ms", "comm%", "exposed%", "busbw_GB/s", "link (weakest pair)");
-    std::printf("%-10s %5d %13s %6s %9.1f %6s %9s %11s  %s\n", "reference", 1, "-", "-",
-                1e3 * ref.step_s, "-", "-", "-", "-");
+    std::printf("%-26s %13s %6s %5s %8s %7s %10s %10s %9s %9s\n", "# layout", "max_rel_diff",
+                "result", "repl", "step_ms", "bubble", "tp_MB/step", "pp_MB/step", "param_KB",
+                "act_KB");
+    std::printf("%-26s %13s %6s %5s %8.1f %7s %10s %10s %9.0f %9.0f\n", "reference", "-", "-", "-",
+                1e3 * ref.step_s, "-", "-", "-", ref.memory.param_bytes / 1e3,
+                ref.activation_bytes / 1e3);
   }
   bool ok = true;
-  for (auto [name, stage] : layouts) {
-    TrainOptions lo = o;
-    lo.stage = stage;
-    const LayoutRun run = run_layout(world, data, lo, name);
+  for (const TrainOptions& o : layouts) {
+    const std::string name = layout_name(o, n);
+    const LayoutRun run = run_layout(world, data, o, name);
+    const int stage = world.rank() / (n / o.pp);  // pp is the slowest mesh dimension
+    std::vector<int> formulas{matches_formulas(run, n, stage) ? 1 : 0};
+    world.all_reduce(strata::buffer(formulas), strata::ReduceOp::min).wait();
     if (!lead) continue;
     const double diff = max_relative_diff(run.losses, ref.losses);
-    const bool pass = diff <= r.tolerance && run.identical;
+    const bool pass = diff <= r.tolerance && run.identical && formulas[0];
     ok = ok && pass;
-    char link[64] = "-", busbw[32] = "-";
-    if (have_link)
-      std::snprintf(link, sizeof link, "%s, ~%.1f GB/s",
-                    std::string(strata::path_class_name(weakest.cls)).c_str(),
-                    weakest.bandwidth_gbs);
-    if (run.comm_s > 0) std::snprintf(busbw, sizeof busbw, "%.2f", run.bus_bytes / run.comm_s / 1e9);
-    const double total = run.step_s * std::max(1, o.steps - 1);
-    std::printf("%-10s %5d %13.2e %6s %9.1f %6.0f %9.0f %11s  %s%s\n", name, n, diff,
-                pass ? "pass" : "FAIL", 1e3 * run.step_s, 100 * run.comm_s / total,
-                100 * run.exposed_s / total, busbw, link,
-                run.identical ? "" : "  (parameters differ across ranks)");
+    std::printf("%-26s %13.2e %6s %5s %8.1f %6.0f%% %10.3f %10.3f %9.0f %9.0f%s\n", name.c_str(),
+                diff, pass ? "pass" : "FAIL", run.identical ? "yes" : "NO", 1e3 * run.step_s,
+                100 * run.bubble, run.last.tp_bus_bytes / 1e6, run.last.pp_bytes / 1e6,
+                run.memory.param_bytes / 1e3, run.activation_bytes / 1e3,
+                formulas[0] ? "" : "  (traffic or memory differs from its formula)");
     std::fflush(stdout);
   }
   std::vector<int> verdict{ok ? 1 : 0};
   world.broadcast(strata::buffer(verdict), 0).wait();
-  if (lead) std::printf("# validate: %s\n", verdict[0] ? "every layout matches the reference" : "FAILED");
+  if (lead)
+    std::printf("# validate: %s\n", verdict[0] ? "every layout matches the reference" : "FAILED");
   return verdict[0] ? 0 : 1;
 }
 
