@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A layout the world cannot hold is bad input: strata-gpt prints one line naming it and exits 2
+# before training anything (no step line, no output). Usage: bad_layout_test.sh STRATA_RUN STRATA_GPT
+set -uo pipefail
+run=$1 gpt=$2 failed=0
+check() {  # expected message, then the strata-gpt arguments
+  local want=$1 out err rc
+  shift
+  out=$(mktemp) err=$(mktemp)
+  "$run" -n 4 "$gpt" "$@" > "$out" 2> "$err"
+  rc=$?
+  local lines
+  lines=$(grep -c '^strata-gpt: ' "$err")
+  if [ "$rc" != 2 ] || [ -s "$out" ] || [ "$lines" != 1 ] || ! grep -qxF "strata-gpt: $want" "$err"; then
+    echo "FAIL: strata-gpt $* -> exit $rc, stdout $(wc -c < "$out") bytes, stderr:"
+    cat "$err"
+    failed=1
+  else
+    echo "ok: strata-gpt $* -> $want"
+  fi
+  rm -f "$out" "$err"
+}
+check "layout tp=3 pp=1: tp*pp = 3 does not divide the 4 ranks" train --config tiny --tp 3
+check "--tp 4 does not divide the 2 heads" train --config tiny --tp 4
+check "4 pipeline stages (pp=4 x 1 virtual) but only 2 layers" train --config tiny --pp 4
+check "--virtual-stages 2 needs --schedule interleaved" train --config tiny --layers 4 --pp 2 --virtual-stages 2
+check "layout 'tp3': layout tp=3 pp=1: tp*pp = 3 does not divide the 4 ranks" validate --config tiny --layouts tp3
+exit $failed

@@ -1,0 +1,220 @@
+// The reference GPT's parallel layouts under mpirun, against one rank (each rank trains the
+// reference itself on a one-rank group): pipeline schedules equal to one rank but for the tied
+// embedding's reduction and to each other bit for bit, recompute bit-identical, sequence
+// parallelism equal to tensor parallelism, traffic and memory equal to their formulas, every
+// pipeline shape training or refused before it starts, bad layouts refused with one line.
+#include <cmath>
+#include <cstdio>
+
+#include "tests/mp/mp.hpp"
+#include "trainer/gpt_trainer.hpp"
+#include "trainer/layout_formulas.hpp"
+
+namespace {
+
+using gpt::TrainOptions;
+namespace pp = gpt::pp;
+
+const gpt::CharCorpus& corpus() {
+  static const gpt::CharCorpus c(STRATA_GPT_DATA);
+  return c;
+}
+
+TrainOptions tiny(int layers = 4) {
+  TrainOptions o;
+  o.model = gpt::Config::named("tiny");
+  o.model.layers = layers, o.model.heads = 4;
+  o.model.vocab = corpus().vocab();
+  o.global_batch = 24, o.micro_batches = 1, o.warmup = 2, o.steps = 10;
+  return o;
+}
+
+// Each layout gets micro-batches of one size (validate's rule): m = M * tp * pp.
+TrainOptions layout(TrainOptions o, int tp, int pp, pp::Schedule s = pp::Schedule::one_f_one_b,
+                    int v = 1) {
+  o.tp = tp, o.pp = pp, o.schedule = s, o.virtual_stages = v;
+  o.micro_batches *= tp * pp;
+  return o;
+}
+
+struct Trained {
+  std::vector<float> losses, params;
+};
+
+Trained train(strata::Communicator comm, const TrainOptions& o, int steps) {
+  gpt::Trainer t(comm, corpus(), o);
+  Trained r;
+  for (int s = 0; s < steps; ++s) r.losses.push_back(t.step().loss);
+  r.params = t.parameters();
+  return r;
+}
+
+// The one-rank reference with the same micro-batches: every rank computes it alone.
+Trained reference(const TrainOptions& base, int steps) {
+  auto& w = mp::world();
+  TrainOptions o = base;
+  o.micro_batches *= w.size();
+  return train(w.split(w.rank(), 0), o, steps);
+}
+
+size_t wte_numel(const TrainOptions& o) { return size_t(o.model.vocab) * size_t(o.model.embd); }
+
+double max_rel(std::span<const float> a, std::span<const float> b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(1e-6, std::fabs(double(b[i]))));
+  return worst;
+}
+
+bool bits_equal(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+TEST(Pipeline, SchedulesEqualOneRankBitForBitButTheTiedEmbedding) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks";
+  const TrainOptions base = tiny(8);
+  // One step: only wte's gradient is summed differently (head part + embedding part across the
+  // first and last stage, against one buffer in order on one rank), so every other tensor is
+  // bit-identical and wte within rounding. One pipeline (dp = 1) on the first p ranks: a data-
+  // parallel reduction would add its own order (checked against its tolerance by validate).
+  const Trained ref = reference(base, 1);
+  const size_t V = wte_numel(base);
+  for (int p = 2; p <= w.size(); ++p) {
+    strata::Communicator pipe = w.split(w.rank() < p ? 0 : -1, w.rank());
+    if (!pipe) continue;
+    for (auto [s, v] : {std::pair{pp::Schedule::gpipe, 1}, {pp::Schedule::one_f_one_b, 1},
+                        {pp::Schedule::interleaved, 2}}) {
+      TrainOptions o = layout(base, 1, p, s, v);
+      o.micro_batches = w.size();  // the reference's micro-batches, all in one pipeline
+      if (s == pp::Schedule::interleaved && o.micro_batches % p) continue;
+      const Trained got = train(pipe, o, 1);
+      const std::string what = "pp" + std::to_string(p) + " " + std::string(pp::schedule_name(s));
+      EXPECT_TRUE(bits_equal(std::span(got.params).subspan(V), std::span(ref.params).subspan(V)))
+          << what;
+      const double wte = max_rel(std::span(got.params).first(V), std::span(ref.params).first(V));
+      EXPECT_LT(wte, 1e-5) << what;
+      if (w.rank() == 0) std::printf("[ measured ] %s: wte after one step within %.2e\n", what.c_str(), wte);
+    }
+  }
+}
+
+TEST(Pipeline, EverySchedulesOfOnePipelineGiveTheSameBits) {
+  auto& w = mp::world();
+  if (w.size() < 2 || w.size() % 2) GTEST_SKIP() << "needs an even number of ranks";
+  const TrainOptions base = tiny(4);
+  const Trained a = train(w, layout(base, 1, 2, pp::Schedule::gpipe), 4);
+  const Trained b = train(w, layout(base, 1, 2, pp::Schedule::one_f_one_b), 4);
+  const Trained c = train(w, layout(base, 1, 2, pp::Schedule::interleaved, 2), 4);
+  EXPECT_TRUE(bits_equal(a.params, b.params));
+  EXPECT_TRUE(bits_equal(a.params, c.params));
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.losses, c.losses);
+}
+
+TEST(TensorParallel, RecomputeIsBitIdenticalAndSequenceParallelWithin1e5) {
+  auto& w = mp::world();
+  if (w.size() < 2 || w.size() % 2) GTEST_SKIP() << "needs an even number of ranks";
+  const TrainOptions base = tiny(2);
+  for (bool sp : {false, true}) {
+    TrainOptions o = layout(base, 2, 1);
+    o.sp = sp;
+    const Trained plain = train(w, o, 3);
+    o.recompute = true;
+    const Trained again = train(w, o, 3);
+    EXPECT_TRUE(bits_equal(plain.params, again.params)) << "sp " << sp;
+    EXPECT_EQ(plain.losses, again.losses) << "sp " << sp;
+  }
+  TrainOptions o = layout(base, 2, 1);
+  const Trained tp = train(w, o, 5);
+  o.sp = true;
+  const Trained sp = train(w, o, 5);
+  EXPECT_LT(max_rel(sp.losses, tp.losses), 1e-5);
+  const Trained ref = reference(base, 5);
+  EXPECT_LT(max_rel(tp.losses, ref.losses), 1e-5);
+}
+
+TEST(Layout, ReplicasStayIdenticalAndTrafficAndMemoryEqualTheFormulas) {
+  auto& w = mp::world();
+  const int n = w.size();
+  std::vector<TrainOptions> layouts;
+  const TrainOptions base = tiny(4);
+  for (int tp : {1, 2})
+    for (int pp : {1, 2})
+      for (bool sp : {false, true})
+        for (int stage : {0, 3}) {
+          if (n % (tp * pp) || (sp && tp == 1)) continue;
+          TrainOptions o = layout(base, tp, pp);
+          o.sp = sp, o.stage = stage, o.recompute = stage == 3;
+          layouts.push_back(o);
+        }
+  for (const TrainOptions& o : layouts) {
+    gpt::Trainer t(w, corpus(), o);
+    gpt::StepReport r;
+    for (int s = 0; s < 2; ++s) r = t.step();
+    const int stage = w.rank() / (n / o.pp);
+    const gpt::Traffic f = gpt::traffic_formula(o, n, stage);
+    const gpt::Memory m = gpt::memory_formula(o, n, stage);
+    const std::string what = gpt::layout_name(o, n);
+    EXPECT_DOUBLE_EQ(r.tp_bus_bytes, f.tp_bus_bytes) << what;
+    EXPECT_DOUBLE_EQ(r.pp_bytes, f.pp_bytes) << what;
+    const strata::MemoryReport got = t.engine().memory();
+    EXPECT_EQ(got.param_bytes, m.param_bytes) << what;
+    EXPECT_EQ(got.grad_bytes, m.grad_bytes) << what;
+    EXPECT_EQ(got.optimizer_bytes, m.optimizer_bytes) << what;
+    EXPECT_TRUE(t.replicas_identical()) << what;
+  }
+}
+
+// Every (p, m, v) with dp = 1: trains a step or is refused by check_layout before anything runs.
+// A hang would end at STRATA_TIMEOUT (CTest sets 60 s) as an error naming the rank.
+TEST(Pipeline, EveryShapeTrainsOrIsRefusedBeforeItStarts) {
+  auto& w = mp::world();
+  const int p = w.size();
+  if (p < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks";
+  int trained = 0, refused = 0;
+  for (auto s : {pp::Schedule::gpipe, pp::Schedule::one_f_one_b, pp::Schedule::interleaved})
+    for (int v : {1, 2})
+      for (int m = 1; m <= 8; ++m) {
+        TrainOptions o = tiny(2 * p);
+        o.pp = p, o.schedule = s, o.virtual_stages = v, o.micro_batches = m;
+        o.global_batch = 2 * m;
+        o.model.ctx = 8;
+        try {
+          gpt::check_layout(o, p);
+        } catch (const std::invalid_argument&) {
+          ++refused;
+          continue;
+        }
+        gpt::Trainer t(w, corpus(), o);
+        EXPECT_TRUE(std::isfinite(t.step().loss)) << gpt::layout_name(o, p) << " m " << m;
+        ++trained;
+      }
+  // gpipe and 1f1b take every m with v = 1; interleaved takes v = 2 with m a multiple of p.
+  EXPECT_EQ(trained, 16 + 8 / p);
+  EXPECT_EQ(refused, 48 - trained);
+}
+
+TEST(Layout, BadLayoutsAreRefusedWithOneLine) {
+  auto expect = [](TrainOptions o, int ranks, const std::string& want) {
+    try {
+      gpt::check_layout(o, ranks);
+      ADD_FAILURE() << "accepted: " << want;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), want);
+    }
+  };
+  TrainOptions o = tiny(4);
+  o.tp = 3;
+  expect(o, 8, "layout tp=3 pp=1: tp*pp = 3 does not divide the 8 ranks");
+  o.tp = 8;
+  expect(o, 8, "--tp 8 does not divide the 4 heads");
+  o.tp = 1, o.pp = 8;
+  expect(o, 8, "8 pipeline stages (pp=8 x 1 virtual) but only 4 layers");
+  o.pp = 2, o.virtual_stages = 2;
+  expect(o, 8, "--virtual-stages 2 needs --schedule interleaved");
+  o.virtual_stages = 1, o.tp = 2, o.sp = true, o.model.ctx = 15;
+  expect(o, 8, "--sp: the sequence of 15 positions does not divide by tp=2");
+}
+
+}  // namespace
