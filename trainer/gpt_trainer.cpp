@@ -127,6 +127,7 @@ struct Trainer::Impl {
   void backward(int micro, int c);
   void launch_tied_reduction();
   double reduce_loss(double local);
+  std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
 
   TrainOptions o;
   const CharCorpus& data;
@@ -363,6 +364,19 @@ double Trainer::Impl::reduce_loss(double local) {
   return v[0] / mesh.shape().dp;
 }
 
+std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
+  const int n = metrics.size();
+  std::vector<double> v{mine.pass_seconds, mine.compute_seconds, mine.tp_bus_bytes, mine.pp_bytes};
+  std::vector<double> all(v.size() * size_t(n));
+  metrics.all_gather(strata::buffer(v), strata::buffer(all)).wait();
+  std::vector<StepReport::Stage> out;
+  for (int s = 0; s < o.pp; ++s) {
+    const double* f = all.data() + size_t(s) * size_t(n / o.pp) * v.size();  // tp 0, dp 0
+    out.push_back({f[0], f[1], f[2], f[3]});
+  }
+  return out;
+}
+
 Trainer::Trainer(strata::Communicator world, const CharCorpus& data, TrainOptions o)
     : impl_(std::make_unique<Impl>(std::move(world), data, std::move(o))) {}
 Trainer::~Trainer() = default;
@@ -400,6 +414,7 @@ StepReport Trainer::step() {
   r.pp_bytes = ps.bytes_sent;
   r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
+  r.stages = I.gather_stages(r);
   const strata::StepStats s = I.engine.last_step_stats();
   r.comm_seconds = s.comm_seconds;
   r.exposed_seconds = s.exposed_seconds;
@@ -462,10 +477,11 @@ std::string Trainer::sample(const std::string& prompt, int n, float temperature,
     views.emplace_back(flat.data() + off, s.numel());
     off += s.numel();
   }
-  const strata::FlatLayout& lay = I.engine.layout();
-  auto unit = [&](size_t u) {
-    return Params(views.begin() + long(lay.unit_first_tensor(u)),
-                  views.begin() + long(lay.unit_last_tensor(u)));
+  auto unit = [&](size_t u) {  // the whole model's unit u
+    Params p;
+    for (size_t t = 0; t < specs.size(); ++t)
+      if (size_t(specs[t].unit) == u) p.push_back(views[t]);
+    return p;
   };
   Model one(c, 1);
   std::vector<int> ctx = I.data.encode(prompt.empty() ? "\n" : prompt), out;

@@ -61,6 +61,12 @@ struct StepReport {
   double pass_seconds = 0, compute_seconds = 0;
   double tp_bus_bytes = 0;  ///< the tp group's collectives, bus sense
   double pp_bytes = 0;      ///< activations and gradients this rank sent to other stages
+  /// The same figures of every pipeline stage (its first rank's), stage by stage.
+  struct Stage {
+    double pass_seconds = 0, compute_seconds = 0, tp_bus_bytes = 0, pp_bytes = 0;
+    double bubble() const { return pass_seconds > 0 ? 1 - compute_seconds / pass_seconds : 0; }
+  };
+  std::vector<Stage> stages;
 };
 
 

@@ -3,8 +3,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "modes.hpp"
+#include "layout_formulas.hpp"
 #include "loss_plot.hpp"
+#include "modes.hpp"
 
 namespace gpt {
 
@@ -25,29 +26,85 @@ std::string json_escape(const std::string& s) {
 }
 
 void write_json(const std::string& path, const RunOptions& r, int ranks,
+                const strata::MemoryReport& memory,
+                size_t activation_bytes,
                 const std::vector<StepReport>& steps, const std::vector<std::pair<int, float>>& val,
                 const std::string& sample) {
   std::ofstream f(path);
   const Config& c = r.train.model;
-  f << "{\"ranks\": " << ranks << ", \"stage\": " << r.train.stage << ", \"config\": {\"vocab\": "
+  f << "{\"ranks\": " << ranks << ", \"layout\": \"" << layout_name(r.train, ranks)
+    << "\", \"tp\": " << r.train.tp << ", \"pp\": " << r.train.pp << ", \"sp\": "
+    << (r.train.sp ? "true" : "false") << ", \"micro_batches\": " << r.train.micro_batches
+    << ", \"memory\": {\"param_bytes\": " << memory.param_bytes << ", \"grad_bytes\": "
+    << memory.grad_bytes << ", \"optimizer_bytes\": " << memory.optimizer_bytes
+    << ", \"activation_bytes\": " << activation_bytes << "}"
+    << ", \"stage\": " << r.train.stage << ", \"config\": {\"vocab\": "
     << c.vocab << ", \"ctx\": " << c.ctx << ", \"layers\": " << c.layers << ", \"heads\": "
     << c.heads << ", \"embd\": " << c.embd << ", \"params\": " << c.num_params()
     << "}, \"global_batch\": " << r.train.global_batch << ",\n \"steps\": [";
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepReport& s = steps[i];
-    char line[256];
+    char line[320];
     std::snprintf(line, sizeof line,
                   "%s\n  {\"step\": %d, \"loss\": %.9g, \"lr\": %.6g, \"seconds\": %.6f, "
-                  "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f}",
+                  "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
+                  "\"stages\": [",
                   i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds,
-                  s.exposed_seconds);
+                  s.exposed_seconds, s.bus_bytes);
     f << line;
+    for (size_t k = 0; k < s.stages.size(); ++k) {
+      const StepReport::Stage& g = s.stages[k];
+      std::snprintf(line, sizeof line,
+                    "%s{\"bubble\": %.4f, \"pass_seconds\": %.6f, \"tp_bus_bytes\": %.0f, "
+                    "\"pp_bytes\": %.0f}",
+                    k ? ", " : "", g.bubble(), g.pass_seconds, g.tp_bus_bytes, g.pp_bytes);
+      f << line;
+    }
+    f << "]}";
   }
   f << "],\n \"val\": [";
   for (size_t i = 0; i < val.size(); ++i)
     f << (i ? ", " : "") << "{\"step\": " << val[i].first << ", \"loss\": " << val[i].second << "}";
   f << "],\n \"sample\": \"" << json_escape(sample) << "\"}\n";
   if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+// Per stage (its first rank): parameters, gradients and optimizer state against the formula for
+// the layout, and the activation memory its slots hold.
+void print_memory(strata::Communicator& world, const Trainer& t, const TrainOptions& o) {
+  const strata::MemoryReport m = t.engine().memory();
+  std::vector<int64_t> mine{int64_t(m.param_bytes), int64_t(m.grad_bytes),
+                            int64_t(m.optimizer_bytes), int64_t(t.activation_bytes())};
+  std::vector<int64_t> all(mine.size() * size_t(world.size()));
+  world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
+  if (world.rank() != 0) return;
+  for (int s = 0; s < o.pp; ++s) {
+    const int64_t* g = all.data() + size_t(s) * size_t(world.size() / o.pp) * mine.size();
+    const Memory f = memory_formula(o, world.size(), s);
+    const bool equal = size_t(g[0]) == f.param_bytes && size_t(g[1]) == f.grad_bytes &&
+                       size_t(g[2]) == f.optimizer_bytes;
+    std::printf("memory per rank%s: params %lld B, grads %lld B, optimizer %lld B (%s the formula), "
+                "activations %lld B\n",
+                o.pp > 1 ? (" of stage " + std::to_string(s)).c_str() : "", (long long)g[0],
+                (long long)g[1], (long long)g[2], equal ? "equal to" : "DIFFERENT from",
+                (long long)g[3]);
+  }
+}
+
+void print_step(const StepReport& s, const TrainOptions& o) {
+  const double tok = double(o.global_batch) * o.model.ctx / s.seconds;
+  std::printf("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%%",
+              s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds,
+              100 * s.comm_seconds / s.seconds, 100 * s.exposed_seconds / s.seconds);
+  if (o.pp > 1) {
+    std::printf("  bubble");
+    for (size_t k = 0; k < s.stages.size(); ++k)
+      std::printf("%s%.0f%%", k ? "/" : " ", 100 * s.stages[k].bubble());
+  }
+  if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
+  if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
+  std::printf("\n");
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -62,10 +119,12 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   }
   const Config& c = o.model;
   if (lead)
-    std::printf("strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks, ZeRO stage "
-                "%d, global batch %d x %d tokens, %d steps\n",
-                c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, world.size(), o.stage,
-                o.global_batch, c.ctx, o.steps);
+    std::printf("strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
+                "global batch %d x %d tokens, %d micro-batches, %d steps\n",
+                c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, world.size(),
+                layout_name(o, world.size()).c_str(), o.global_batch, c.ctx, o.micro_batches,
+                o.steps);
+  print_memory(world, t, o);
   std::vector<StepReport> steps;
   std::vector<std::pair<int, float>> train_curve, val_curve;
   auto validate = [&](int step) {
@@ -77,14 +136,7 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
     const StepReport s = t.step();
     steps.push_back(s);
     train_curve.emplace_back(s.step, s.loss);
-    if (lead && !r.quiet) {
-      const double tok = double(o.global_batch) * c.ctx / s.seconds;
-      std::printf("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  "
-                  "exposed %3.0f%%\n",
-                  s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds,
-                  100 * s.comm_seconds / s.seconds, 100 * s.exposed_seconds / s.seconds);
-      std::fflush(stdout);
-    }
+    if (lead && !r.quiet) print_step(s, o);
     const int done = t.steps_done();
     if (r.eval_every > 0 && (done % r.eval_every == 0 || done == o.steps)) validate(done);
     if (!r.save.empty() && ((r.save_every > 0 && done % r.save_every == 0) || done == o.steps))
@@ -103,7 +155,9 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
       throw std::runtime_error("cannot write " + r.plot);
     std::printf("loss curve: %s\n", r.plot.c_str());
   }
-  if (lead && !r.json.empty()) write_json(r.json, r, world.size(), steps, val_curve, text);
+  if (lead && !r.json.empty())
+    write_json(r.json, r, world.size(), t.engine().memory(), t.activation_bytes(),
+               steps, val_curve, text);
   return 0;
 }
 

@@ -195,6 +195,26 @@ TEST(Pipeline, EveryShapeTrainsOrIsRefusedBeforeItStarts) {
   EXPECT_EQ(refused, 48 - trained);
 }
 
+TEST(Layout, EveryLayoutHoldsTheOneRankModelAndSamplesTheSameText) {
+  // Before any step the slices, reassembled, are the one-rank initialisation bit for bit, and a
+  // sample (drawn from the reassembled model on every rank) is the same text.
+  auto& w = mp::world();
+  const TrainOptions base = tiny(4);
+  TrainOptions one = base;
+  gpt::Trainer ref(w.split(w.rank(), 0), corpus(), one);
+  const std::vector<float> want = ref.parameters();
+  const std::string text = ref.sample("ROMEO:", 40, 0.8f, 7);
+  for (int tp : {1, 2, 4})
+    for (int pp : {1, 2, 4}) {
+      if (w.size() % (tp * pp)) continue;
+      TrainOptions o = layout(base, tp, pp);
+      o.sp = tp > 1;
+      gpt::Trainer t(w, corpus(), o);
+      EXPECT_TRUE(bits_equal(t.parameters(), want)) << gpt::layout_name(o, w.size());
+      EXPECT_EQ(t.sample("ROMEO:", 40, 0.8f, 7), text) << gpt::layout_name(o, w.size());
+    }
+}
+
 TEST(Layout, BadLayoutsAreRefusedWithOneLine) {
   auto expect = [](TrainOptions o, int ranks, const std::string& want) {
     try {
