@@ -52,24 +52,23 @@ class ZeroEngine::Impl {
   int rank() const { return comm_.rank(); }
 
   void set_param(size_t t, std::span<const float> value) {
-    check_tensor(t, "set_param");
-    const TensorSpec& s = layout_.tensors()[t];
-    if (value.size() != s.numel())
-      fail("ZeroEngine.set_param", rank(),
-           "tensor " + s.name + " has " + std::to_string(s.numel()) + " elements, got " +
-               std::to_string(value.size()));
-    const size_t off = layout_.tensor_offset(t);
+    check_value(t, "set_param", value);
     await_all_params();
-    if (opt_.stage < 3) {
-      std::copy(value.begin(), value.end(), full_params_.begin() + long(off));
-      return;
-    }
-    // Stage 3 keeps only the elements of this rank's block of the tensor's unit.
-    const size_t u = size_t(s.unit), lo = layout_.block_offset(u, rank()),
-                 hi = lo + layout_.block_numel(u);
-    for (size_t k = 0; k < value.size(); ++k)
-      if (off + k >= lo && off + k < hi) shard_params_[layout_.shard_offset(u) + off + k - lo] = value[k];
-    gatherer_->invalidate();
+    write_owned(opt_.stage < 3 ? full_params_ : shard_params_, opt_.stage < 3, t, value);
+    if (gatherer_) gatherer_->invalidate();
+  }
+
+  void set_state(size_t t, std::span<const float> p, std::span<const float> m,
+                 std::span<const float> v) {
+    set_param(t, p);
+    check_value(t, "set_state", m);
+    check_value(t, "set_state", v);
+    write_owned(m_, opt_.stage == 0, t, m);
+    write_owned(v_, opt_.stage == 0, t, v);
+  }
+  void set_steps_done(int64_t steps) {
+    if (steps < 0) fail("ZeroEngine.set_steps_done", rank(), "negative step count");
+    steps_ = steps;
   }
 
   void begin_pass(bool forward) {
@@ -127,25 +126,15 @@ class ZeroEngine::Impl {
 
   std::vector<float> full_params() {
     await_all_params();
-    std::vector<float> out;
-    out.reserve(layout_.numel());
-    if (opt_.stage < 3) {
-      for (size_t t = 0; t < layout_.tensors().size(); ++t) {
-        auto v = std::span<const float>(full_params_)
-                     .subspan(layout_.tensor_offset(t), layout_.tensors()[t].numel());
-        out.insert(out.end(), v.begin(), v.end());
-      }
-      return out;
-    }
-    const size_t S = layout_.shard_numel();
-    std::vector<float> all(S * size_t(comm_.size()));
-    comm_.all_gather(buffer(shard_params_), buffer(all)).wait();
-    for (size_t u = 0; u < layout_.num_units(); ++u) {
-      const size_t blk = layout_.block_numel(u);
-      for (size_t i = 0; i < layout_.unit_real_numel(u); ++i)
-        out.push_back(all[(i / blk) * S + layout_.shard_offset(u) + i % blk]);
-    }
-    return out;
+    return opt_.stage < 3 ? gather_owned(full_params_, true) : gather_owned(shard_params_, false);
+  }
+  EngineState state() {
+    EngineState s;
+    s.params = full_params();
+    s.m = gather_owned(m_, opt_.stage == 0);
+    s.v = gather_owned(v_, opt_.stage == 0);
+    s.steps = steps_;
+    return s;
   }
 
   MemoryReport memory() const {
@@ -207,6 +196,53 @@ class ZeroEngine::Impl {
   }
 
  private:
+  void check_value(size_t t, const char* op, std::span<const float> value) const {
+    check_tensor(t, op);
+    const TensorSpec& s = layout_.tensors()[t];
+    if (value.size() != s.numel())
+      fail(std::string("ZeroEngine.") + op, comm_.rank(),
+           "tensor " + s.name + " has " + std::to_string(s.numel()) + " elements, got " +
+               std::to_string(value.size()));
+  }
+
+  // Writes tensor t's values into per-rank storage: `full` (padded flat) or this rank's shard
+  // space, which keeps only the elements of its block of the tensor's unit.
+  void write_owned(std::vector<float>& owned, bool full, size_t t, std::span<const float> value) {
+    const size_t off = layout_.tensor_offset(t);
+    if (full) {
+      std::copy(value.begin(), value.end(), owned.begin() + long(off));
+      return;
+    }
+    const size_t u = size_t(layout_.tensors()[t].unit), lo = layout_.block_offset(u, rank()),
+                 hi = lo + layout_.block_numel(u);
+    for (size_t k = 0; k < value.size(); ++k)
+      if (off + k >= lo && off + k < hi) owned[layout_.shard_offset(u) + off + k - lo] = value[k];
+  }
+
+  // Collective when sharded: the unpadded values of per-rank storage (`full` padded flat, or
+  // shard space) in tensor order.
+  std::vector<float> gather_owned(const std::vector<float>& owned, bool full) {
+    std::vector<float> out;
+    out.reserve(layout_.numel());
+    if (full) {
+      for (size_t t = 0; t < layout_.tensors().size(); ++t) {
+        auto v = std::span<const float>(owned).subspan(layout_.tensor_offset(t),
+                                                       layout_.tensors()[t].numel());
+        out.insert(out.end(), v.begin(), v.end());
+      }
+      return out;
+    }
+    const size_t S = layout_.shard_numel();
+    std::vector<float> all(S * size_t(comm_.size()));
+    comm_.all_gather(Buffer{const_cast<float*>(owned.data()), S, DataType::f32}, buffer(all)).wait();
+    for (size_t u = 0; u < layout_.num_units(); ++u) {
+      const size_t blk = layout_.block_numel(u);
+      for (size_t i = 0; i < layout_.unit_real_numel(u); ++i)
+        out.push_back(all[(i / blk) * S + layout_.shard_offset(u) + i % blk]);
+    }
+    return out;
+  }
+
   void check_tensor(size_t t, const char* op) const {
     if (t >= layout_.tensors().size())
       fail(std::string("ZeroEngine.") + op, comm_.rank(),
@@ -327,6 +363,12 @@ void ZeroEngine::step() { impl_->step(); }
 int64_t ZeroEngine::steps_done() const { return impl_->steps_done(); }
 void ZeroEngine::set_learning_rate(float lr) { impl_->set_learning_rate(lr); }
 std::vector<float> ZeroEngine::full_params() { return impl_->full_params(); }
+EngineState ZeroEngine::state() { return impl_->state(); }
+void ZeroEngine::set_state(size_t t, std::span<const float> p, std::span<const float> m,
+                           std::span<const float> v) {
+  impl_->set_state(t, p, m, v);
+}
+void ZeroEngine::set_steps_done(int64_t steps) { impl_->set_steps_done(steps); }
 MemoryReport ZeroEngine::memory() const { return impl_->memory(); }
 StepStats ZeroEngine::last_step_stats() const { return impl_->last_step_stats(); }
 const std::vector<GatherEvent>& ZeroEngine::gather_events() const {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "model_checkpoint.hpp"
 #include "pipeline_parallel.hpp"
 #include "strata/mesh.hpp"
 #include "strata/store.hpp"
@@ -127,6 +128,7 @@ struct Trainer::Impl {
   void backward(int micro, int c);
   void launch_tied_reduction();
   double reduce_loss(double local);
+  std::vector<float> whole(const std::vector<float>& local);
   std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
 
   TrainOptions o;
@@ -436,34 +438,33 @@ float Trainer::evaluate(int batches) {
 
 int Trainer::steps_done() const { return int(impl_->engine.steps_done()); }
 
-std::vector<float> Trainer::parameters() {
-  Impl& I = *impl_;
-  // Each tensor's slices placed into the whole model by the rank holding them (replicas once:
-  // dp coordinate 0, tp rank 0 for replicated tensors, not the tied copy), then summed over the
-  // world: every other rank adds zeros, so the sum is exact.
-  const Config& c = I.o.model;
-  const auto specs = param_specs(c);
+// The whole model from per-tensor values laid out as this rank's engine lays its tensors out
+// (unpadded, in order): each slice placed into param_specs order by one rank holding it (dp
+// coordinate 0, tp rank 0 for a replicated tensor, never the tied copy), then summed over the
+// world, where every other rank adds zeros, so the sum is exact.
+std::vector<float> Trainer::Impl::whole(const std::vector<float>& local) {
+  const auto specs = param_specs(o.model);
   std::vector<size_t> offset(specs.size() + 1, 0);
   for (size_t t = 0; t < specs.size(); ++t) offset[t + 1] = offset[t] + specs[t].numel();
-  std::vector<float> whole(offset.back(), 0.0f);
-  const std::vector<float> mine = I.engine.full_params();
-  const bool writer = I.mesh.coord(strata::Dim::dp) == 0;
-  const int tpr = I.mesh.coord(strata::Dim::tp);
+  std::vector<float> out(offset.back(), 0.0f);
+  const bool writer = mesh.coord(strata::Dim::dp) == 0;
+  const int tpr = mesh.coord(strata::Dim::tp);
+  const auto& lay = engine.layout();
   size_t at = 0;
-  const auto& lay = I.engine.layout();
-  for (size_t t = 0; t < I.global_tensor.size(); ++t) {
-    const size_t n = lay.tensors()[t].numel(), g = size_t(I.global_tensor[t]);
-    const bool copy = int(lay.tensors()[t].unit) == I.wte_copy;
+  for (size_t t = 0; t < global_tensor.size(); ++t) {
+    const size_t n = lay.tensors()[t].numel(), g = size_t(global_tensor[t]);
+    const bool copy = lay.tensors()[t].unit == wte_copy;
     const bool replicated = tp_split(specs[g].name) == TpSplit::replicated;
-    if (writer && !copy && (tpr == 0 || !replicated)) {
-      std::span<const float> slice(mine.data() + at, n);
-      tp_place(c, g, slice, I.o.tp, tpr, std::span<float>(whole.data() + offset[g], specs[g].numel()));
-    }
+    if (writer && !copy && (tpr == 0 || !replicated))
+      tp_place(o.model, g, std::span<const float>(local.data() + at, n), o.tp, tpr,
+               std::span<float>(out.data() + offset[g], specs[g].numel()));
     at += n;
   }
-  I.metrics.all_reduce(strata::buffer(whole), strata::ReduceOp::sum).wait();
-  return whole;
+  metrics.all_reduce(strata::buffer(out), strata::ReduceOp::sum).wait();
+  return out;
 }
+
+std::vector<float> Trainer::parameters() { return impl_->whole(impl_->engine.full_params()); }
 
 std::string Trainer::sample(const std::string& prompt, int n, float temperature, uint64_t seed) {
   Impl& I = *impl_;
@@ -540,15 +541,47 @@ bool Trainer::replicas_identical() {
 }
 
 void Trainer::save(const std::string& dir) {
-  if (impl_->o.tp * impl_->o.pp > 1)
-    throw std::invalid_argument("--save with tp or pp above 1 is not supported yet");
-  impl_->engine.save(dir);
+  Impl& I = *impl_;
+  const strata::EngineState st = I.engine.state();
+  const WholeState w{I.o.model, st.steps, I.whole(st.params), I.whole(st.m), I.whole(st.v)};
+  // One rank writes; every rank learns whether it could, so none goes on believing it saved.
+  std::string error;
+  if (I.metrics.rank() == 0) try {
+      write_checkpoint(dir, w);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  std::vector<int> ok{error.empty() ? 1 : 0};
+  I.metrics.broadcast(strata::buffer(ok), 0).wait();
+  if (!ok[0]) throw std::runtime_error(error.empty() ? "checkpoint: rank 0 could not write " + dir : error);
 }
+
 void Trainer::load(const std::string& dir) {
-  if (impl_->o.tp * impl_->o.pp > 1)
-    throw std::invalid_argument("--resume with tp or pp above 1 is not supported yet");
-  impl_->engine.load(dir);
+  Impl& I = *impl_;
+  const WholeState w = read_checkpoint(dir);
+  const Config& c = I.o.model;
+  if (w.model.vocab != c.vocab || w.model.ctx != c.ctx || w.model.layers != c.layers ||
+      w.model.heads != c.heads || w.model.embd != c.embd)
+    throw std::invalid_argument("checkpoint " + dir + " holds another model (L " +
+                                std::to_string(w.model.layers) + ", H " +
+                                std::to_string(w.model.heads) + ", C " +
+                                std::to_string(w.model.embd) + ", T " +
+                                std::to_string(w.model.ctx) + ", V " +
+                                std::to_string(w.model.vocab) + ")");
+  const auto specs = param_specs(c);
+  std::vector<size_t> offset(specs.size() + 1, 0);
+  for (size_t t = 0; t < specs.size(); ++t) offset[t + 1] = offset[t] + specs[t].numel();
+  const int tpr = I.tp ? I.tp->rank() : 0;
+  for (size_t t = 0; t < I.global_tensor.size(); ++t) {
+    const size_t g = size_t(I.global_tensor[t]);
+    auto slice = [&](const std::vector<float>& all) {
+      return tp_slice(c, g, std::span(all).subspan(offset[g], specs[g].numel()), I.o.tp, tpr);
+    };
+    I.engine.set_state(t, slice(w.params), slice(w.m), slice(w.v));
+  }
+  I.engine.set_steps_done(w.step);
 }
+
 const strata::ZeroEngine& Trainer::engine() const { return impl_->engine; }
 
 size_t Trainer::activation_bytes() const {

@@ -91,7 +91,11 @@ class Trainer {
   /// across the dp group, the replicated tensors across the tp group, the tied embedding's two
   /// copies across the first and last pipeline stages.
   bool replicas_identical();
+  /// Collective: writes the whole model's parameters, moments and step to DIR
+  /// (model_checkpoint.hpp), whatever this layout.
   void save(const std::string& dir);
+  /// Collective: continues from a checkpoint any layout wrote. Throws std::invalid_argument for
+  /// another model, std::runtime_error for an unreadable file.
   void load(const std::string& dir);
   /// This rank's engine (its slice of the model, over the dp group).
   const strata::ZeroEngine& engine() const;

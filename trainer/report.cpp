@@ -1,3 +1,5 @@
+// The certification report: README.md built section by section (summary, inventory, layouts,
+// numerics, provenance) and the SVGs it shows, all as strings first, then written file by file.
 #include "report.hpp"
 
 #include <algorithm>
@@ -29,8 +31,20 @@ std::string chars(double v, std::chars_format f, int precision) {
 }
 std::string fixed(double v, int decimals) { return chars(v, std::chars_format::fixed, decimals); }
 std::string general(double v, int digits) { return chars(v, std::chars_format::general, digits); }
-// The shortest text that reads back as exactly v: byte counts show as plain integers.
-std::string exact(double v) { return chars(v, std::chars_format::general, -1); }
+// Byte counts as plain integers; anything else as the shortest text that reads back as v.
+std::string exact(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) return fixed(v, 0);
+  char b[64];
+  return std::string(b, std::to_chars(b, b + sizeof b, v).ptr);
+}
+// A loss exactly as the float it is.
+std::string exact(float v) {
+  char b[64];
+  return std::string(b, std::to_chars(b, b + sizeof b, v).ptr);
+}
+std::string count_of(int n, const char* one, const char* many) {
+  return std::to_string(n) + ' ' + (n == 1 ? one : many);
+}
 
 std::string percent(double v) { return fixed(100 * v, 1) + "%"; }
 std::string gbs(double v) { return v >= 1 ? fixed(v, 1) : general(v, 2); }
@@ -232,7 +246,8 @@ Boxes draw_nodes(const std::vector<ReportNode>& nodes, double top, Fill fill, Su
     const double h = kHead + rows * (kCellH + kGap) - kGap + kPad;
     b.svg += rect(kMargin, y, b.width, h, "rx='6' fill='#f7f7f7' stroke='#888'");
     b.svg += text(kMargin + kPad, y + 17,
-                  n.name + " (" + std::to_string(n.ranks.size()) + " ranks)", "font-weight='bold'");
+                  n.name + " (" + count_of(int(n.ranks.size()), "rank", "ranks") + ")",
+                  "font-weight='bold'");
     for (size_t i = 0; i < n.ranks.size(); ++i) {
       const int k = n.ranks[i];
       const double x = kMargin + kPad + (i % cols) * (kCellW + kGap);
@@ -258,8 +273,8 @@ std::string inventory_svg(const Report& r) {
   const std::vector<ReportNode> nodes = placed_nodes(r, {});
   size_t ranks = 0;
   for (const ReportNode& n : nodes) ranks += n.ranks.size();
-  const std::string title = "Inventory: " + std::to_string(r.nodes.size()) + " nodes, " +
-                            std::to_string(ranks) + " ranks";
+  const std::string title = "Inventory: " + count_of(int(r.nodes.size()), "node", "nodes") +
+                            ", " + count_of(int(ranks), "rank", "ranks");
   Boxes b = draw_nodes(nodes, 40, [](int) { return "white"; }, [](int) { return std::string(); });
   double y = b.bottom + 8;
   std::string links;
@@ -336,8 +351,8 @@ std::string mesh_svg(const Report& r, const ReportLayout& l) {
   if (!outlines.empty()) legend += text(x, y + 1, "outline: one tp group");
   y += 22;
   legend += text(kMargin, y,
-                 "ZeRO-" + std::to_string(l.zero_stage) + ", " + std::to_string(l.micro_batches) +
-                     " micro-batches" + (l.sp ? ", sequence parallel" : "") +
+                 "ZeRO stage " + std::to_string(l.zero_stage) + ", " +
+                     count_of(l.micro_batches, "micro-batch", "micro-batches") + (l.sp ? ", sequence parallel" : "") +
                      (l.schedule.empty() ? "" : ", " + l.schedule + " schedule"),
                  "fill='#444'");
   const double w = std::max({b.width + 2 * kMargin, x + 160, 420.0});
@@ -385,15 +400,19 @@ std::string losses_svg(const Report& r) {
   const double x0 = 1, x1 = std::max<double>(2, steps);
   const int decimals = std::max(0, int(-std::floor(std::log10(ys))));
 
+  size_t longest = 18;  // "reference (1 rank)"
+  for (const ReportLayout& l : r.layouts) longest = std::max(longest, l.name.size());
   const double height = std::max(top + ph + 50, top + 18.0 * (r.layouts.size() + 2));
-  std::string o = svg_open(left + pw + 240, height, "Loss per step: reference and every layout");
+  std::string o = svg_open(left + pw + 80 + 7 * longest, height,
+                           "Loss per step: reference and every layout");
   for (int i = 0, n = int(std::lround((y1 - y0) / ys)); i <= n; ++i) {
     const double v = y0 + i * ys, y = top + ph - (v - y0) / (y1 - y0) * ph;
     o += line(left, y, left + pw, y, "stroke='#ddd'");
     o += text(left - 6, y + 4, fixed(v, decimals), "text-anchor='end'");
   }
+  // Step 1, then round multiples of a round step (whole numbers: exact in a double).
   const double xs = std::max(1.0, std::round(nice_step(x1 - x0)));
-  for (double s = x0; s <= x1 + 0.5; s += xs) {  // whole steps: exact in a double
+  for (double s = x0; s <= x1 + 0.5; s = (std::floor(s / xs) + 1) * xs) {
     const double x = left + (s - x0) / (x1 - x0) * pw;
     o += line(x, top + ph, x, top + ph + 5, "stroke='#888'");
     o += text(x, top + ph + 18, fixed(s, 0), "text-anchor='middle'");
@@ -435,8 +454,12 @@ std::string bubble_svg(const Report& r) {
     pw += std::max<size_t>(1, l.stages.size()) * bw + group_gap;
   }
   const double ymax = std::max(0.1, std::ceil(hi * 10 - 1e-9) / 10);  // 10% steps
-  const double bottom = 30 + std::min(300.0, 4.5 * longest);  // rotated names
-  const double width = std::max(left + pw + 20, std::max(520.0, left + 90.0 * (stages + 1)));
+  const double bottom = 30 + std::min(300.0, 4.0 * longest);            // rotated names
+  // Few layouts: widen the gaps rather than leave the right side empty.
+  const double min_pw = std::max(440.0, 80.0 * (stages + 1));
+  const double gap = group_gap + (pw < min_pw ? (min_pw - pw) / (r.layouts.size() + 1) : 0);
+  pw = std::max(pw, min_pw);
+  const double width = left + pw + 20;
   std::string o = svg_open(width, top + ph + bottom, "Pipeline bubble per stage (bar) vs ideal (tick)");
   // Legend row under the title.
   double x = left;
@@ -455,7 +478,7 @@ std::string bubble_svg(const Report& r) {
     o += text(left - 6, y + 4, fixed(100 * i * step, 0) + "%", "text-anchor='end'");
   }
   auto Y = [&](double v) { return top + ph - std::clamp(v, 0.0, ymax) / ymax * ph; };
-  x = left + group_gap;
+  x = left + gap;
   for (const ReportLayout& l : r.layouts) {
     const double gw = std::max<size_t>(1, l.stages.size()) * bw;
     for (size_t i = 0; i < l.stages.size(); ++i) {
@@ -472,7 +495,7 @@ std::string bubble_svg(const Report& r) {
     const double cx = x + gw / 2, ty = top + ph + 14;
     o += text(cx, ty, l.name,
               "text-anchor='end' font-size='11' transform='rotate(-35 " + px(cx) + ' ' + px(ty) + ")'");
-    x += gw + group_gap;
+    x += gw + gap;
   }
   o += line(left, top + ph, left + pw, top + ph, "stroke='#888'");
   if (r.layouts.empty()) o += text(left + 20, top + ph / 2, "no layouts");
@@ -509,8 +532,9 @@ std::string summary_md(const Report& r) {
     }
     o += "\n";
   }
-  o += md(r.model) + "; " + std::to_string(r.ranks) + " ranks, " + std::to_string(r.steps) +
-       " steps, global batch " + std::to_string(r.global_batch) + ".\n\n## Summary\n\n";
+  if (!r.model.empty()) o += md(r.model) + "; ";
+  o += std::to_string(r.ranks) + " ranks, " + std::to_string(r.steps) + " steps, global batch " +
+       std::to_string(r.global_batch) + ".\n\n## Summary\n\n";
   o += "Each layout trains the same steps from the same initialisation as one rank alone "
        "(the reference) and must give its losses.\n\n";
   o += "| layout | result | max rel. loss diff | bit-identical | replicas identical | step ms | "
@@ -535,6 +559,7 @@ std::string inventory_md(const Report& r) {
     o += "| " + md(l.cls) + " | " + gbs(l.bandwidth_gbs) + " | " + general(l.latency_us, 3) +
          " | " + std::to_string(l.example_a) + " - " + std::to_string(l.example_b) + " | " +
          std::to_string(l.pairs) + " |\n";
+  if (r.links.empty()) o += "| (none reported) | - | - | - | - |\n";
   return o + "\n![inventory](inventory.svg)\n\n";
 }
 
@@ -544,9 +569,10 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index, cons
   o += "tp " + std::to_string(l.tp) + (l.sp ? " (sequence parallel)" : "") + ", pp " +
        std::to_string(l.pp);
   if (!l.schedule.empty())
-    o += " (" + md(l.schedule) + ", " + std::to_string(l.virtual_stages) + " virtual stages)";
-  o += ", dp " + std::to_string(l.dp) + ", ZeRO-" + std::to_string(l.zero_stage) + ", " +
-       std::to_string(l.micro_batches) + " micro-batches.\n\n";
+    o += " (" + md(l.schedule) + " schedule, " + count_of(l.virtual_stages, "virtual stage", "virtual stages") +
+         " per rank)";
+  o += ", dp " + std::to_string(l.dp) + ", ZeRO stage " + std::to_string(l.zero_stage) + ", " +
+       count_of(l.micro_batches, "micro-batch", "micro-batches") + ".\n\n";
   for (const std::string& why : failure_reasons(l, r.tolerance)) o += "- fails: " + md(why) + "\n";
   if (!l.pass) o += "\n";
 
@@ -598,7 +624,7 @@ std::string numerics_md(const Report& r) {
        ".\n\n| layout | max rel. diff | within tolerance | bit-identical | replicas identical | "
        "final loss | result |\n|---|--:|---|---|---|--:|---|\n";
   auto final_loss = [](const std::vector<float>& v) {
-    return v.empty() ? std::string("-") : general(v.back(), 7);
+    return v.empty() ? std::string("-") : exact(v.back());
   };
   o += "| reference (1 rank) | - | - | - | - | " + final_loss(r.reference_losses) + " | - |\n";
   for (const ReportLayout& l : r.layouts)

@@ -169,6 +169,13 @@ struct MemoryReport {
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, peak_gathered_bytes = 0;
 };
 
+/// Every tensor's parameters and AdamW moments, unpadded, in tensor order, and the steps taken:
+/// what moves a model's training state into another layout.
+struct EngineState {
+  std::vector<float> params, m, v;
+  int64_t steps = 0;
+};
+
 /// One stage-3 gather event, for tests and debugging.
 struct GatherEvent {
   enum Kind : uint8_t { issue, prefetch, free } kind;
@@ -212,6 +219,14 @@ class ZeroEngine {
 
   /// Collective: every parameter, unpadded, in tensor order (for checks and export).
   std::vector<float> full_params();
+  /// Collective: parameters, moments and step count (for export to another layout; save()
+  /// writes the same sharded).
+  EngineState state();
+  /// Sets tensor t's parameters and AdamW moments (every rank passes the same values).
+  void set_state(size_t tensor, std::span<const float> params, std::span<const float> m,
+                 std::span<const float> v);
+  /// Sets the steps taken (AdamW's bias correction continues from it).
+  void set_steps_done(int64_t steps);
   MemoryReport memory() const;
   StepStats last_step_stats() const;
   const std::vector<GatherEvent>& gather_events() const;

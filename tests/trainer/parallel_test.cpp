@@ -3,8 +3,12 @@
 // embedding's reduction and to each other bit for bit, recompute bit-identical, sequence
 // parallelism equal to tensor parallelism, traffic and memory equal to their formulas, every
 // pipeline shape training or refused before it starts, bad layouts refused with one line.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include "tests/mp/mp.hpp"
 #include "trainer/gpt_trainer.hpp"
@@ -213,6 +217,64 @@ TEST(Layout, EveryLayoutHoldsTheOneRankModelAndSamplesTheSameText) {
       EXPECT_TRUE(bits_equal(t.parameters(), want)) << gpt::layout_name(o, w.size());
       EXPECT_EQ(t.sample("ROMEO:", 40, 0.8f, 7), text) << gpt::layout_name(o, w.size());
     }
+}
+
+// A directory every rank names the same: rank 0's pid, broadcast.
+std::string shared_dir(const std::string& what) {
+  auto& w = mp::world();
+  std::vector<int64_t> pid{int64_t(::getpid())};
+  w.broadcast(strata::buffer(pid), 0).wait();
+  return (std::filesystem::temp_directory_path() /
+          ("strata-gpt-" + what + "-" + std::to_string(pid[0]))).string();
+}
+
+TEST(Checkpoint, SavedInOneLayoutResumesInAnotherWithTheUninterruptedLosses) {
+  auto& w = mp::world();
+  if (w.size() != 4) GTEST_SKIP() << "saves at tp2 pp2 and resumes at dp4: needs 4 ranks";
+  const TrainOptions base = tiny(4);
+  const std::string dir = shared_dir("ckpt");
+  const TrainOptions dp = layout(base, 1, 1), tp_pp = layout(base, 2, 2);
+  const Trained straight = train(w, dp, 6);
+  const Trained same = train(w, tp_pp, 6);
+  {
+    gpt::Trainer t(w, corpus(), tp_pp);
+    for (int s = 0; s < 3; ++s) t.step();
+    t.save(dir);
+  }
+  auto resume = [&](const TrainOptions& o) {
+    gpt::Trainer t(w, corpus(), o);
+    t.load(dir);
+    EXPECT_EQ(t.steps_done(), 3);
+    std::vector<float> losses;
+    for (int s = 0; s < 3; ++s) losses.push_back(t.step().loss);
+    return losses;
+  };
+  // In the layout that saved: bit for bit. In another: the other layout's own rounding only.
+  const std::vector<float> again = resume(tp_pp), moved = resume(dp);
+  EXPECT_EQ(again, std::vector<float>(same.losses.begin() + 3, same.losses.end()));
+  EXPECT_LT(max_rel(moved, std::span(straight.losses).subspan(3)), 1e-5);
+  // Another model is refused, naming it; a damaged file is refused, naming the damage.
+  TrainOptions other = dp;
+  other.model.layers = 2;
+  gpt::Trainer t(w, corpus(), other);
+  EXPECT_THROW(t.load(dir), std::invalid_argument);
+  w.barrier().wait();
+  if (w.rank() == 0) {
+    const std::string file = dir + "/gpt-checkpoint.bin";
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(std::filesystem::file_size(file) - 64));  // a moment's float
+    f.put('\x7f');
+  }
+  w.barrier().wait();
+  try {
+    gpt::Trainer u(w, corpus(), dp);
+    u.load(dir);
+    ADD_FAILURE() << "a damaged checkpoint loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  w.barrier().wait();
+  if (w.rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(Layout, BadLayoutsAreRefusedWithOneLine) {
