@@ -33,6 +33,8 @@ state:     --save DIR  --save-every N  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
 validate:  --tolerance X (relative, default 1e-5)  --layouts L1,L2,... (e.g. tp2.pp2.dp2,pp4.interleaved;
            default: every layout the world size allows)  --report DIR (Markdown + SVG)
+           --bw-threshold X (a group's bus bandwidth must reach X times its weakest link's
+           estimate from the topology; default 0.05)
 )";
 }
 
@@ -68,6 +70,10 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   help = false;
   if (const char* d = std::getenv("STRATA_GPT_DATA")) r.data = d;
   else r.data = STRATA_GPT_DATA;
+  for (int k = 0; k < argc; ++k) {
+    if (k) r.command_line += ' ';
+    r.command_line += argv[k];
+  }
   int i = 1;
   if (i < argc && argv[i][0] != '-') r.mode = argv[i++];
   if (r.mode != "train" && r.mode != "validate")
@@ -114,6 +120,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--virtual-stages", [&](auto& f, auto& v) { t.virtual_stages = positive(f, v); }},
       {"--layouts", [&](auto&, auto& v) { r.layouts = v; }},
       {"--report", [&](auto&, auto& v) { r.report = v; }},
+      {"--bw-threshold", [&](auto& f, auto& v) { r.bw_threshold = to_double(f, v); }},
   };
   if (r.mode == "validate") t.steps = 20;  // five trainings of the same steps: keep it short
   // The named configuration first, so that dimension flags override it wherever they stand.

@@ -20,6 +20,8 @@ struct RunOptions {
   double tolerance = 1e-5;     ///< validate: max |loss - reference| / reference
   std::string layouts;         ///< validate: the layouts to run (empty: every one), comma-separated
   std::string report;          ///< validate: directory for the certification report
+  double bw_threshold = 0.05;  ///< validate: a group passes at busbw >= this x its link's promise
+  std::string command_line;    ///< as typed, for the report
   bool quiet = false;          ///< no per-step lines
 };
 

@@ -583,6 +583,7 @@ void Trainer::load(const std::string& dir) {
 }
 
 const strata::ZeroEngine& Trainer::engine() const { return impl_->engine; }
+strata::Mesh& Trainer::mesh() { return impl_->mesh; }
 
 size_t Trainer::activation_bytes() const {
   size_t n = 0;

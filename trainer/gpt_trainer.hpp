@@ -12,6 +12,7 @@
 #include "char_data.hpp"
 #include "gpt_model.hpp"
 #include "pipeline_schedule.hpp"
+#include "strata/mesh.hpp"
 #include "strata/sharding.hpp"
 
 namespace gpt {
@@ -99,6 +100,8 @@ class Trainer {
   void load(const std::string& dir);
   /// This rank's engine (its slice of the model, over the dp group).
   const strata::ZeroEngine& engine() const;
+  /// The layout's groups.
+  strata::Mesh& mesh();
   /// Activation memory this rank holds (every slot of every chunk), bytes.
   size_t activation_bytes() const;
 

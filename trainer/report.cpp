@@ -60,6 +60,7 @@ std::string size_text(double bytes) {
 }
 
 std::string threshold_text(const ReportBandwidth& b) {
+  if (!b.judged) return "not judged: " + b.why_not_judged;
   return ">= " + general(100 * b.threshold, 3) + "% of " + gbs(b.promise_gbs) + " GB/s";
 }
 

@@ -45,6 +45,10 @@ struct ReportBandwidth {
   std::string link_class;       ///< the group's weakest link
   double promise_gbs = 0;       ///< the topology's estimate for that link
   double threshold = 0;         ///< passes when busbw >= threshold * promise
+  /// False where a figure cannot speak for the link (ranks sharing cores): shown, not judged,
+  /// and then pass is true.
+  bool judged = true;
+  std::string why_not_judged;
   bool pass = false;
 };
 
