@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install, build, then on 4 local ranks: this node's topology, the reference GPT
-# trained data-parallel through Strata (validation loss, a sample, build/strata-gpt-loss.svg),
-# `strata-gpt validate` (every layout against one rank), and an all-reduce bandwidth sweep.
+# trained in a 3D layout through Strata (tensor parallel x pipeline: validation loss, a sample,
+# build/strata-gpt-loss.svg), `strata-gpt validate` (DP, ZeRO, TP, SP, PP and TP x PP against one
+# rank, with its certification report in build/strata-gpt-report/), and an all-reduce sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -9,12 +10,14 @@ export STRATA_TIMEOUT=${STRATA_TIMEOUT:-300}
 run4() { build/bin/strata-run -n 4 --timeout 900 "$@"; }
 build/bin/strata-topo
 echo
-echo "## strata-gpt train --config small, 4 ranks (DP, bucketed all-reduce overlapped with backward)"
-run4 build/bin/strata-gpt train --config small --eval-every 50 \
+echo "## strata-gpt train --config small, 4 ranks as tp2 x pp2 (1F1B, 4 micro-batches)"
+run4 build/bin/strata-gpt train --config small --tp 2 --pp 2 --micro-batches 4 --eval-every 50 \
   --plot build/strata-gpt-loss.svg --json build/strata-gpt.json
 echo
-echo "## strata-gpt validate --config small, 4 ranks: DP and ZeRO-1/2/3 against one rank"
-run4 build/bin/strata-gpt validate --config small
+echo "## strata-gpt validate --config small, 4 ranks: layouts against one rank, with a report"
+run4 build/bin/strata-gpt validate --config small --steps 10 \
+  --layouts dp,dp.zero3,tp2,tp2.sp,pp2.1f1b,pp2.interleaved,tp2.pp2,tp2.sp.pp2.zero1 \
+  --report build/strata-gpt-report
 echo
 echo "## strata-perf all_reduce, 4 ranks"
 run4 build/bin/strata-perf all_reduce -b 8 -e 64M -f 8 -n 10 -w 3 -c 1
