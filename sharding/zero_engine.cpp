@@ -35,7 +35,8 @@ class ZeroEngine::Impl {
     // Stage-3 gathers get their own communicator: on the bucketer's they would queue behind
     // the reduce-scatters backward launches, and the next layer's parameters would come late.
     if (o.stage == 3)
-      gatherer_.emplace(comm_.split(0, comm_.rank()), layout_, shard_params_, o.prefetch_depth,
+      gatherer_.emplace(comm_.split(0, comm_.rank(), CommOptions{.name = comm_.name() + "/gather"}),
+                        layout_, shard_params_, o.prefetch_depth,
                         o.resident_below_bytes);
   }
 

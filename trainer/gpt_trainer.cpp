@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "failure_report.hpp"
 #include "model_checkpoint.hpp"
 #include "pipeline_parallel.hpp"
 #include "strata/mesh.hpp"
@@ -130,6 +131,9 @@ struct Trainer::Impl {
   double reduce_loss(double local);
   std::vector<float> whole(const std::vector<float>& local);
   std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
+  void name_groups(strata::Communicator& world);
+  StepReport step();
+  float evaluate(int batches);
 
   TrainOptions o;
   const CharCorpus& data;
@@ -146,6 +150,7 @@ struct Trainer::Impl {
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;
   bool tied_pending = false;
+  std::unique_ptr<FailureReport> failures;
 };
 
 namespace {
@@ -166,7 +171,8 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
     : o(std::move(opt)),
       data(d),
       mesh(make_mesh(world, o)),
-      metrics(world.split(0, world.rank())),  // small reductions never queue behind the engine's
+      // Small reductions on their own group: they never queue behind the engine's.
+      metrics(world.split(0, world.rank(), strata::CommOptions{.name = "gpt/metrics"})),
       micro(o.global_batch / (mesh.shape().dp * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
       pipe(mesh.group(strata::Dim::pp), o.schedule, o.micro_batches, o.virtual_stages),
@@ -183,7 +189,8 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
   const int stage = mesh.coord(strata::Dim::pp);
   const bool ends = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
   tied = world.split(ends ? mesh.coord(strata::Dim::tp) + o.tp * mesh.coord(strata::Dim::dp) : -1,
-                     stage);
+                     stage, strata::CommOptions{.name = "gpt/tied"});
+  name_groups(world);
   const std::vector<float> none;
   for (size_t t = 0; t < global_tensor.size(); ++t) {
     const size_t g = size_t(global_tensor[t]);
@@ -366,6 +373,24 @@ double Trainer::Impl::reduce_loss(double local) {
   return v[0] / mesh.shape().dp;
 }
 
+// Every group this rank waits in, by name, with its world ranks: a failure is then named by the
+// world rank that died (failure_report.hpp).
+void Trainer::Impl::name_groups(strata::Communicator& world) {
+  using strata::Dim;
+  failures = std::make_unique<FailureReport>(world.store(), world.rank(), world.size());
+  std::vector<int> all(size_t(world.size()));
+  for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
+  failures->add_group("gpt/metrics", all, metrics);
+  for (Dim d : {Dim::tp, Dim::pp, Dim::dp})
+    failures->add_group("gpt/" + std::string(strata::dim_name(d)), mesh.group_ranks({d}),
+                        mesh.group(d));
+  failures->add_group("gpt/dp/gather", mesh.group_ranks({Dim::dp}));
+  failures->add_group("gpt/tp+pp", mesh.group_ranks({Dim::tp, Dim::pp}),
+                      o.tp * o.pp > 1 ? mesh.group({Dim::tp, Dim::pp}) : strata::Communicator());
+  const std::vector<int> stages = mesh.group_ranks({Dim::pp});
+  failures->add_group("gpt/tied", {stages.front(), stages.back()}, tied);
+}
+
 std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
   const int n = metrics.size();
   std::vector<double> v{mine.pass_seconds, mine.compute_seconds, mine.tp_bus_bytes, mine.pp_bytes};
@@ -384,7 +409,15 @@ Trainer::Trainer(strata::Communicator world, const CharCorpus& data, TrainOption
 Trainer::~Trainer() = default;
 
 StepReport Trainer::step() {
-  Impl& I = *impl_;
+  try {
+    return impl_->step();
+  } catch (const strata::Error& e) {
+    throw impl_->failures->attribute(e);
+  }
+}
+
+StepReport Trainer::Impl::step() {
+  Impl& I = *this;
   StepReport r;
   r.step = int(I.engine.steps_done());
   r.lr = learning_rate(I.o, r.step);
@@ -425,7 +458,15 @@ StepReport Trainer::step() {
 }
 
 float Trainer::evaluate(int batches) {
-  Impl& I = *impl_;
+  try {
+    return impl_->evaluate(batches);
+  } catch (const strata::Error& e) {
+    throw impl_->failures->attribute(e);
+  }
+}
+
+float Trainer::Impl::evaluate(int batches) {
+  Impl& I = *this;
   // Forward only, micro-batch by micro-batch through every chunk in order: each pass waits only
   // for earlier virtual stages, so the pipeline drains without a schedule.
   double sum = 0;

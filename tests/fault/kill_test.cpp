@@ -75,6 +75,18 @@ struct Job {
   std::vector<Clock::time_point> ended = std::vector<Clock::time_point>(kRanks);
 };
 
+// In a forked child: rank r of kRanks, launched the torchrun way.
+void set_rank_env(int r, const std::string& port) {
+  ::setenv("RANK", std::to_string(r).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", port.c_str(), 1);
+  ::setenv("STRATA_JOB_TOKEN", "kill-test", 1);
+  ::setenv("STRATA_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
+}
+
 // `ranks_per_node` > 0: ranks on emulated nodes of that many, all-reduce forced hierarchical.
 Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node) {
   Job job;
@@ -85,14 +97,7 @@ Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node) {
     const std::string ready = (dir / ("ready" + std::to_string(r))).string();
     pid_t pid = ::fork();
     if (pid == 0) {
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(kRanks).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("STRATA_JOB_TOKEN", "kill-test", 1);
-      ::setenv("STRATA_TIMEOUT", std::to_string(kTimeoutSeconds).c_str(), 1);
+      set_rank_env(r, port);
       if (ranks_per_node > 0) {
         ::setenv("STRATA_NODE_ID", ("emu" + std::to_string(r / ranks_per_node)).c_str(), 1);
         ::setenv("STRATA_ALGO", "all_reduce=hierarchical", 1);
@@ -196,6 +201,69 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_boot
       EXPECT_LE(job.ended[r] - killed, std::chrono::seconds(kTimeoutSeconds) + kGrace);
     }
     // Nothing left: every rank reaped, no process of the job, no file it made.
+    for (pid_t p : job.pids) EXPECT_NE(::kill(p, 0), 0) << "process " << p << " is still there";
+    EXPECT_EQ(entries("/dev/shm"), shm_before) << "files left in /dev/shm";
+    EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// A pipeline of the reference GPT (tp2 x pp2 on the four ranks) loses a rank mid-step: every
+// survivor, whichever groups it shares with the dead rank, fails naming it by its world rank
+// (trainer/failure_report.hpp). Rank 0 serves the job's store that carries the report, so the
+// victim is one of ranks 1-3 (docs/trainer.md: "When a rank dies").
+TEST(KillRank, PipelineStageMidStep) {
+  std::mt19937 rng(std::random_device{}());
+  const fs::path base = fs::path(STRATA_KILL_DIR) / "pipeline";
+  fs::remove_all(base);
+  for (int rep = 0; rep < reps(10); ++rep) {
+    const fs::path dir = base / std::to_string(rep);
+    fs::create_directories(dir);
+    const auto shm_before = entries("/dev/shm");
+    const auto tmp_before = entries("/tmp");
+    const std::string port = std::to_string(free_port());
+    Job job;
+    job.dir = dir;
+    for (int r = 0; r < kRanks; ++r) {
+      const std::string out = (dir / ("rank" + std::to_string(r) + ".log")).string();
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        set_rank_env(r, port);
+        FILE* f = std::freopen(out.c_str(), "w", stderr);
+        (void)f;
+        ::dup2(::fileno(stderr), STDOUT_FILENO);
+        ::execl(STRATA_GPT, STRATA_GPT, "train", "--config", "tiny", "--layers", "4", "--heads",
+                "4", "--tp", "2", "--pp", "2", "--micro-batches", "4", "--steps", "1000000",
+                "--eval-every", "0", "--sample", "0", nullptr);
+        ::_exit(127);
+      }
+      job.pids.push_back(pid);
+    }
+    // Ready once rank 0 has printed its third step.
+    const auto start = Clock::now();
+    while (slurp(dir / "rank0.log").find("step     3/") == std::string::npos) {
+      ASSERT_LT(Clock::now() - start, 30s) << "the job did not start:\n" << slurp(dir / "rank0.log");
+      std::this_thread::sleep_for(10ms);
+    }
+    const int victim = 1 + int(rng() % (kRanks - 1));
+    const auto delay = std::chrono::milliseconds(rng() % 300);
+    std::this_thread::sleep_for(delay);
+    ::kill(job.pids[victim], SIGKILL);
+    const auto killed = Clock::now();
+    const bool all_ended = reap(job, killed + std::chrono::seconds(kTimeoutSeconds) + kGrace);
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == victim) continue;
+      const std::string log = slurp(dir / ("rank" + std::to_string(r) + ".log"));
+      SCOPED_TRACE("repetition " + std::to_string(rep) + ": victim " + std::to_string(victim) +
+                   " killed after " + std::to_string(delay.count()) + " ms; survivor " +
+                   std::to_string(r) + " said:\n" + log);
+      ASSERT_TRUE(all_ended) << "a survivor was still running at timeout + 5 s";
+      ASSERT_TRUE(WIFEXITED(job.status[r])) << "survivor crashed (status " << job.status[r] << ")";
+      EXPECT_EQ(WEXITSTATUS(job.status[r]), 1) << "survivor did not fail with an error";
+      EXPECT_NE(log.find("world rank " + std::to_string(victim) + " died"), std::string::npos)
+          << "the error does not name world rank " << victim;
+      EXPECT_LE(job.ended[r] - killed, std::chrono::seconds(kTimeoutSeconds) + kGrace);
+    }
     for (pid_t p : job.pids) EXPECT_NE(::kill(p, 0), 0) << "process " << p << " is still there";
     EXPECT_EQ(entries("/dev/shm"), shm_before) << "files left in /dev/shm";
     EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
