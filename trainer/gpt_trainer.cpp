@@ -162,7 +162,15 @@ strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
   strata::MeshOptions mo;
   mo.allow_cross_node_tp = o.allow_cross_node_tp;
   mo.name = "gpt";
-  return strata::Mesh::create(world, shape, mo);
+  try {
+    return strata::Mesh::create(world, shape, mo);
+  } catch (const strata::Error& e) {  // a layout this job's nodes cannot hold: bad input
+    if (e.code() != strata::ErrorCode::invalid_argument) throw;
+    std::string why = e.what();
+    if (why.find("spans nodes") != std::string::npos)
+      why += " (strata-gpt: --allow-cross-node-tp)";
+    throw std::invalid_argument(why);
+  }
 }
 
 }  // namespace

@@ -20,20 +20,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "strata-gpt: %s\n%s", e.what(), gpt::usage().c_str());
     return 2;
   }
+  strata::Communicator world;
   try {
-    strata::Communicator world = gpt::job_communicator();
+    world = gpt::job_communicator();
     const gpt::CharCorpus data(r.data);
     r.train.model.vocab = data.vocab();
     // A layout the world cannot hold is bad input like a bad flag: one line, exit 2, nothing run.
-    try {
-      if (r.mode == "validate") gpt::validate_layouts(r, world.size());
-      else gpt::check_layout(r.train, world.size());
-    } catch (const std::invalid_argument& e) {
-      if (world.rank() == 0) std::fprintf(stderr, "strata-gpt: %s\n", e.what());
-      return 2;
-    }
+    if (r.mode == "validate") gpt::validate_layouts(r, world.size());
+    else gpt::check_layout(r.train, world.size());
     return r.mode == "validate" ? gpt::run_validate(world, data, r)
                                 : gpt::run_train(world, data, r);
+  } catch (const std::invalid_argument& e) {  // the same on every rank: one says it
+    if (!world || world.rank() == 0) std::fprintf(stderr, "strata-gpt: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-gpt: %s\n", e.what());
     return 1;
