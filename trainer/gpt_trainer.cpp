@@ -405,10 +405,13 @@ std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mi
   std::vector<double> all(v.size() * size_t(n));
   metrics.all_gather(strata::buffer(v), strata::buffer(all)).wait();
   std::vector<StepReport::Stage> out;
+  double span = 0;
   for (int s = 0; s < o.pp; ++s) {
     const double* f = all.data() + size_t(s) * size_t(n / o.pp) * v.size();  // tp 0, dp 0
-    out.push_back({f[0], f[1], f[2], f[3]});
+    out.push_back({f[0], f[1], f[2], f[3], 0.0});
+    span = std::max(span, f[0]);
   }
+  for (auto& st : out) st.bubble = span > 0 ? 1 - st.compute_seconds / span : 0;
   return out;
 }
 
@@ -439,6 +442,9 @@ StepReport Trainer::Impl::step() {
     else
       I.backward(a.micro, a.chunk);
   }
+  // The passes are done; what is left waits on other stages (their part of the tied embedding's
+  // gradient, their receives), so it counts as bubble, not compute.
+  const auto passes_done = std::chrono::steady_clock::now();
   if (I.tied_pending) {
     I.tied_work->wait();
     I.tied_pending = false;
@@ -447,13 +453,14 @@ StepReport Trainer::Impl::step() {
   }
   I.pipe.finish_sends();
   const auto t1 = std::chrono::steady_clock::now();
+  const double tail_wait = std::chrono::duration<double>(t1 - passes_done).count();
   I.engine.set_learning_rate(r.lr);
   I.engine.step();
   const auto t2 = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(t2 - t0).count();
   r.pass_seconds = std::chrono::duration<double>(t1 - t0).count();
   const Pipeline::Stats ps = I.pipe.take_stats();
-  r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds;
+  r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds - tail_wait;
   r.pp_bytes = ps.bytes_sent;
   r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));

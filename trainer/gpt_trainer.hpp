@@ -57,15 +57,18 @@ struct StepReport {
   float loss = 0, lr = 0;
   double seconds = 0, comm_seconds = 0, exposed_seconds = 0;
   double bus_bytes = 0;  ///< bytes the step's collectives moved per rank, nccl-tests "bus" sense
-  /// Pipeline instruments: the forward and backward passes' wall time, the part of it spent
-  /// computing (not blocked on another stage), so bubble = 1 - compute / passes.
+  /// Pipeline instruments: this rank's forward and backward passes' wall time and the part of it
+  /// spent computing (not blocked on another stage).
   double pass_seconds = 0, compute_seconds = 0;
   double tp_bus_bytes = 0;  ///< the tp group's collectives, bus sense
   double pp_bytes = 0;      ///< activations and gradients this rank sent to other stages
-  /// The same figures of every pipeline stage (its first rank's), stage by stage.
+  /// The same figures of every pipeline stage (its first rank's), stage by stage. Every step
+  /// starts together on all ranks (the previous one ended in a world-wide reduction of the loss),
+  /// so the pipeline's time is the longest stage's passes, and a stage's bubble is the share of it
+  /// that stage did not compute: 1 - compute / max over stages of pass.
   struct Stage {
     double pass_seconds = 0, compute_seconds = 0, tp_bus_bytes = 0, pp_bytes = 0;
-    double bubble() const { return pass_seconds > 0 ? 1 - compute_seconds / pass_seconds : 0; }
+    double bubble = 0;
   };
   std::vector<Stage> stages;
 };

@@ -57,7 +57,7 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
       std::snprintf(line, sizeof line,
                     "%s{\"bubble\": %.4f, \"pass_seconds\": %.6f, \"tp_bus_bytes\": %.0f, "
                     "\"pp_bytes\": %.0f}",
-                    k ? ", " : "", g.bubble(), g.pass_seconds, g.tp_bus_bytes, g.pp_bytes);
+                    k ? ", " : "", g.bubble, g.pass_seconds, g.tp_bus_bytes, g.pp_bytes);
       f << line;
     }
     f << "]}";
@@ -99,7 +99,7 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   if (o.pp > 1) {
     std::printf("  bubble");
     for (size_t k = 0; k < s.stages.size(); ++k)
-      std::printf("%s%.0f%%", k ? "/" : " ", 100 * s.stages[k].bubble());
+      std::printf("%s%.0f%%", k ? "/" : " ", 100 * s.stages[k].bubble);
   }
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);

@@ -104,13 +104,16 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
   l.formulas_match = true;
   for (int r = 0; r < n; ++r) l.formulas_match &= all[size_t(r) * kFields + kFormulas] == 1.0;
   l.step_ms = 1e3 * run.step_s;
+  // Bubble: the share of the pipeline's time (its longest stage's passes) a stage did not compute.
+  double span = 0;
+  for (int s = 0; s < o.pp; ++s) span = std::max(span, all[size_t(s) * size_t(n / o.pp) * kFields + kPass]);
   for (int s = 0; s < o.pp; ++s) {
     const double* f = all.data() + size_t(s) * size_t(n / o.pp) * kFields;  // tp 0, dp 0
     const Traffic tf = traffic_formula(o, n, s);
     const Memory mf = memory_formula(o, n, s);
     ReportStage st;
     st.stage = s;
-    st.bubble = f[kPass] > 0 ? 1 - f[kCompute] / f[kPass] : 0;
+    st.bubble = span > 0 ? 1 - f[kCompute] / span : 0;
     st.ideal_bubble = o.pp > 1 ? pp::ideal_bubble(o.schedule, o.pp, o.micro_batches, o.virtual_stages) : 0;
     st.tp_bytes = f[kTp], st.tp_bytes_formula = tf.tp_bus_bytes;
     st.pp_bytes = f[kPp], st.pp_bytes_formula = tf.pp_bytes, st.dp_bus_bytes = f[kDp];
