@@ -102,7 +102,8 @@ class ZeroEngine::Impl {
     await_all_params();  // the update below writes this rank's blocks, which the gathers read
     bucketer_->finish();
     ++steps_;
-    const float scale = sharding::clip_factor(opt_.adamw, grad_norm());
+    const double norm = grad_norm();
+    const float scale = sharding::clip_factor(opt_.adamw, norm);
     for_each_owned([&](size_t, float* p, const float* g, float* m, float* v, size_t n) {
       sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
     });
@@ -115,6 +116,7 @@ class ZeroEngine::Impl {
     last_.exposed_seconds = b.exposed_seconds + g.exposed_seconds + own_.exposed_seconds;
     last_.collectives = b.collectives + g.collectives + own_.collectives;
     last_.bus_bytes = b.bus_bytes + g.bus_bytes + own_.bus_bytes;
+    last_.grad_norm = norm;
     own_ = StepStats{};
   }
 

@@ -122,6 +122,11 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--report", [&](auto&, auto& v) { r.report = v; }},
       {"--bw-threshold", [&](auto& f, auto& v) { r.bw_threshold = to_double(f, v); }},
   };
+  // Flags without a value.
+  const std::map<std::string, bool*> switches = {{"--recompute", &t.recompute},
+                                                 {"--quiet", &r.quiet},
+                                                 {"--sp", &t.sp},
+                                                 {"--allow-cross-node-tp", &t.allow_cross_node_tp}};
   if (r.mode == "validate") t.steps = 20;  // five trainings of the same steps: keep it short
   // The named configuration first, so that dimension flags override it wherever they stand.
   for (int k = i; k + 1 < argc; ++k)
@@ -132,20 +137,8 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       help = true;
       return r;
     }
-    if (f == "--recompute") {
-      t.recompute = true;
-      continue;
-    }
-    if (f == "--quiet") {
-      r.quiet = true;
-      continue;
-    }
-    if (f == "--sp") {
-      t.sp = true;
-      continue;
-    }
-    if (f == "--allow-cross-node-tp") {
-      t.allow_cross_node_tp = true;
+    if (auto sw = switches.find(f); sw != switches.end()) {
+      *sw->second = true;
       continue;
     }
     auto it = flags.find(f);

@@ -1,23 +1,15 @@
-// The training step of the reference GPT over a ZeroEngine: micro-batches of this rank's slice of
-// the global batch, forward and backward unit by unit (gathering in stage 3), gradients marked
-// ready in the last micro-batch's backward so buckets launch while backward goes on.
-#include "gpt_trainer.hpp"
-
+// The reference GPT's trainer in any tp x pp x dp layout: checking the layout, building the mesh,
+// this rank's part of the model and its engine; the public calls. One step's work is in
+// train_step.cpp, the whole model's assembly in whole_model.cpp (trainer_impl.hpp joins them).
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <optional>
 #include <stdexcept>
 
-#include "failure_report.hpp"
-#include "model_checkpoint.hpp"
-#include "pipeline_parallel.hpp"
-#include "strata/mesh.hpp"
 #include "strata/store.hpp"
-#include "tensor_parallel.hpp"
+#include "trainer_impl.hpp"
 
 namespace gpt {
 
@@ -56,13 +48,6 @@ strata::ZeroOptions engine_options(const TrainOptions& o) {
 }
 
 void refuse(const std::string& why) { throw std::invalid_argument(why); }
-
-uint64_t fingerprint(const std::vector<float>& v) {  // FNV-1a over the bytes
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 }  // namespace
 
@@ -106,52 +91,6 @@ std::string layout_name(const TrainOptions& o, int ranks) {
   if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
   return n;
 }
-
-// Where a rank's tensors are: the engine's units are this rank's share of the model's units
-// (tensor-parallel slices of its pipeline chunks' units), in the order below, plus, on the last
-// stage of a pipeline, the copy of the tied wte (first, so that its late gradient fills the last
-// bucket and holds back no other).
-struct Trainer::Impl {
-  struct Chunk {
-    Model model;
-  };
-
-  Impl(strata::Communicator world, const CharCorpus& d, TrainOptions opt);
-
-  std::vector<strata::TensorSpec> local_specs();
-  Params unit_params(int g);
-  Grads unit_grads(int g);
-  std::span<const float> wte();
-  std::span<float> wte_grad();
-  void ready_unit(int g);
-  void load_batch(Split split, int step, int m);
-  float forward(int micro, int c, int step, Split split, int slot);
-  void backward(int micro, int c);
-  void launch_tied_reduction();
-  double reduce_loss(double local);
-  std::vector<float> whole(const std::vector<float>& local);
-  std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
-  void name_groups(strata::Communicator& world);
-  StepReport step();
-  float evaluate(int batches);
-
-  TrainOptions o;
-  const CharCorpus& data;
-  strata::Mesh mesh;
-  strata::Communicator metrics, tied;  // tied: this pipeline's first and last stage (pp > 1)
-  int micro;                           // sequences per micro-batch
-  std::unique_ptr<TensorParallel> tp;  // null when tp = 1
-  Pipeline pipe;
-  std::vector<int> unit_of;            // global unit -> engine unit (-1: not on this rank)
-  int wte_copy = -1;                   // engine unit of the tied wte copy, or -1
-  std::vector<int> global_tensor;      // engine tensor -> index into param_specs
-  std::vector<Chunk> chunks;
-  strata::ZeroEngine engine;
-  std::vector<int> tokens, targets;
-  std::optional<strata::Work> tied_work;
-  bool tied_pending = false;
-  std::unique_ptr<FailureReport> failures;
-};
 
 namespace {
 
@@ -241,27 +180,27 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
     ModelOptions mo;
     mo.recompute = o.recompute, mo.first_layer = first, mo.last_layer = last, mo.tp = tp.get();
     mo.slots = pipe.slots(ch);
-    chunks.push_back({Model(c, micro, mo)});
+    chunks.emplace_back(c, micro, mo);
   }
   return specs;
 }
 
-Params Trainer::Impl::unit_params(int g) {
+// f(engine tensor) for every tensor of global unit g, in order.
+template <typename V, typename F>
+std::vector<V> Trainer::Impl::per_tensor(int g, F f) {
   const auto& lay = engine.layout();
   const size_t u = size_t(unit_of[size_t(g)]);
-  Params out;
-  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t)
-    out.push_back(engine.param(t));
+  std::vector<V> out;
+  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) out.push_back(f(t));
   return out;
 }
 
+Params Trainer::Impl::unit_params(int g) {
+  return per_tensor<std::span<const float>>(g, [&](size_t t) { return engine.param(t); });
+}
+
 Grads Trainer::Impl::unit_grads(int g) {
-  const auto& lay = engine.layout();
-  const size_t u = size_t(unit_of[size_t(g)]);
-  Grads out;
-  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t)
-    out.push_back(engine.grad(t));
-  return out;
+  return per_tensor<std::span<float>>(g, [&](size_t t) { return engine.grad(t); });
 }
 
 // The tied wte this rank's head reads: its own (unit 0) or the last stage's copy.
@@ -272,113 +211,6 @@ std::span<const float> Trainer::Impl::wte() {
 std::span<float> Trainer::Impl::wte_grad() {
   const int u = wte_copy >= 0 ? wte_copy : unit_of[0];
   return engine.grad(engine.layout().unit_first_tensor(size_t(u)));
-}
-
-// Marks global unit g's gradients final: under sequence parallelism the LayerNorms' (replicated,
-// computed on this rank's rows only) are first summed over the tp group. The tied wte waits for
-// its reduction across the pipeline (launch_tied_reduction).
-void Trainer::Impl::ready_unit(int g) {
-  const auto& lay = engine.layout();
-  const size_t u = size_t(unit_of[size_t(g)]);
-  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) {
-    if (tp && o.sp && is_layernorm(lay.tensors()[t].name))
-      tp->all_reduce_sum(engine.grad(t));
-    const bool tied_wte = g == 0 && t == lay.unit_first_tensor(u) && tied;
-    if (!tied_wte) engine.ready(t);
-  }
-}
-
-void Trainer::Impl::launch_tied_reduction() {
-  tied_work = tied.all_reduce(strata::buffer(wte_grad()), strata::ReduceOp::sum);
-  tied_pending = true;
-}
-
-void Trainer::Impl::load_batch(Split split, int step, int m) {
-  const size_t first = size_t(mesh.coord(strata::Dim::dp)) * size_t(o.micro_batches * micro) +
-                       size_t(m * micro);
-  data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
-}
-
-// Micro-batch `micro` forward through chunk c (into `slot`); returns its mean loss on the
-// model's last stage, 0 elsewhere.
-float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slot) {
-  Model& model = chunks[size_t(c)].model;
-  model.select(slot);
-  engine.begin_forward();
-  if (model.has_embed()) {
-    load_batch(split, step, micro_id);
-    engine.gather(size_t(unit_of[0]));
-    model.embed(tokens, unit_params(0));
-    engine.release(size_t(unit_of[0]));
-  } else {
-    pipe.recv_activation(c, model.input());
-  }
-  for (int l = model.first_layer(); l < model.last_layer(); ++l) {
-    engine.gather(size_t(unit_of[size_t(1 + l)]));
-    model.block(l, unit_params(1 + l));
-    engine.release(size_t(unit_of[size_t(1 + l)]));
-  }
-  if (!model.has_head()) {
-    pipe.send_activation(c, model.output());
-    return 0.0f;
-  }
-  const int head = o.model.layers + 1, wu = wte_copy >= 0 ? wte_copy : unit_of[0];
-  load_batch(split, step, micro_id);
-  engine.gather(size_t(wu));
-  engine.gather(size_t(unit_of[size_t(head)]));
-  const float loss = model.head(targets, unit_params(head), wte());
-  engine.release(size_t(unit_of[size_t(head)]));
-  engine.release(size_t(wu));
-  return loss;
-}
-
-// Micro-batch `micro` backward through chunk c, adding into the gradients (written by micro-batch
-// 0); the last micro-batch marks each unit's gradients ready as soon as they are final.
-void Trainer::Impl::backward(int micro_id, int c) {
-  Model& model = chunks[size_t(c)].model;
-  model.select(micro_id % pipe.slots(c));
-  engine.begin_backward();
-  const bool acc = micro_id > 0, last = micro_id + 1 == o.micro_batches;
-  const int head = o.model.layers + 1;
-  if (model.has_head()) {
-    const int wu = wte_copy >= 0 ? wte_copy : unit_of[0];
-    engine.gather(size_t(wu));
-    engine.gather(size_t(unit_of[size_t(head)]));
-    model.head_backward(unit_params(head), wte(), unit_grads(head), wte_grad(),
-                        1.0f / float(o.micro_batches), acc);
-    if (last) ready_unit(head);
-    engine.release(size_t(unit_of[size_t(head)]));
-    engine.release(size_t(wu));
-    if (last && wte_copy >= 0) launch_tied_reduction();
-  } else {
-    pipe.recv_gradient(c, model.output_grad());
-  }
-  for (int l = model.last_layer() - 1; l >= model.first_layer(); --l) {
-    engine.gather(size_t(unit_of[size_t(1 + l)]));
-    model.block_backward(l, unit_params(1 + l), unit_grads(1 + l), acc);
-    if (last) ready_unit(1 + l);
-    engine.release(size_t(unit_of[size_t(1 + l)]));
-  }
-  if (!model.has_embed()) {
-    pipe.send_gradient(c, model.input_grad());
-    return;
-  }
-  // embed_backward adds to wte's gradient, which the head writes first where it is on this rank.
-  Grads g0 = unit_grads(0);
-  if (wte_copy < 0 && tied && !acc) std::fill(g0[0].begin(), g0[0].end(), 0.0f);
-  model.embed_backward(g0, acc);
-  if (last) {
-    ready_unit(0);
-    if (tied) launch_tied_reduction();
-  }
-}
-
-double Trainer::Impl::reduce_loss(double local) {
-  // The last stage's loss (once per tp group), averaged over the data-parallel replicas.
-  const bool counts = pipe.last(pipe.chunks() - 1) && mesh.coord(strata::Dim::tp) == 0;
-  std::vector<double> v{counts ? local : 0.0};
-  metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
-  return v[0] / mesh.shape().dp;
 }
 
 // Every group this rank waits in, by name, with its world ranks: a failure is then named by the
@@ -399,128 +231,11 @@ void Trainer::Impl::name_groups(strata::Communicator& world) {
   failures->add_group("gpt/tied", {stages.front(), stages.back()}, tied);
 }
 
-std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
-  const int n = metrics.size();
-  std::vector<double> v{mine.pass_seconds, mine.compute_seconds, mine.tp_bus_bytes, mine.pp_bytes};
-  std::vector<double> all(v.size() * size_t(n));
-  metrics.all_gather(strata::buffer(v), strata::buffer(all)).wait();
-  std::vector<StepReport::Stage> out;
-  double span = 0;
-  for (int s = 0; s < o.pp; ++s) {
-    const double* f = all.data() + size_t(s) * size_t(n / o.pp) * v.size();  // tp 0, dp 0
-    out.push_back({f[0], f[1], f[2], f[3], 0.0});
-    span = std::max(span, f[0]);
-  }
-  for (auto& st : out) st.bubble = span > 0 ? 1 - st.compute_seconds / span : 0;
-  return out;
-}
-
 Trainer::Trainer(strata::Communicator world, const CharCorpus& data, TrainOptions o)
     : impl_(std::make_unique<Impl>(std::move(world), data, std::move(o))) {}
 Trainer::~Trainer() = default;
 
-StepReport Trainer::step() {
-  try {
-    return impl_->step();
-  } catch (const strata::Error& e) {
-    throw impl_->failures->attribute(e);
-  }
-}
-
-StepReport Trainer::Impl::step() {
-  Impl& I = *this;
-  StepReport r;
-  r.step = int(I.engine.steps_done());
-  r.lr = learning_rate(I.o, r.step);
-  if (I.tp) I.tp->take_bus_bytes();
-  I.pipe.take_stats();
-  const auto t0 = std::chrono::steady_clock::now();
-  double loss = 0;
-  for (const pp::Action& a : I.pipe.actions()) {
-    if (a.kind == pp::Action::forward)
-      loss += I.forward(a.micro, a.chunk, r.step, Split::train, a.micro % I.pipe.slots(a.chunk));
-    else
-      I.backward(a.micro, a.chunk);
-  }
-  // The passes are done; what is left waits on other stages (their part of the tied embedding's
-  // gradient, their receives), so it counts as bubble, not compute.
-  const auto passes_done = std::chrono::steady_clock::now();
-  if (I.tied_pending) {
-    I.tied_work->wait();
-    I.tied_pending = false;
-    I.engine.ready(I.engine.layout().unit_first_tensor(
-        size_t(I.wte_copy >= 0 ? I.wte_copy : I.unit_of[0])));
-  }
-  I.pipe.finish_sends();
-  const auto t1 = std::chrono::steady_clock::now();
-  const double tail_wait = std::chrono::duration<double>(t1 - passes_done).count();
-  I.engine.set_learning_rate(r.lr);
-  I.engine.step();
-  const auto t2 = std::chrono::steady_clock::now();
-  r.seconds = std::chrono::duration<double>(t2 - t0).count();
-  r.pass_seconds = std::chrono::duration<double>(t1 - t0).count();
-  const Pipeline::Stats ps = I.pipe.take_stats();
-  r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds - tail_wait;
-  r.pp_bytes = ps.bytes_sent;
-  r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
-  r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
-  r.stages = I.gather_stages(r);
-  const strata::StepStats s = I.engine.last_step_stats();
-  r.comm_seconds = s.comm_seconds;
-  r.exposed_seconds = s.exposed_seconds;
-  r.bus_bytes = s.bus_bytes;
-  return r;
-}
-
-float Trainer::evaluate(int batches) {
-  try {
-    return impl_->evaluate(batches);
-  } catch (const strata::Error& e) {
-    throw impl_->failures->attribute(e);
-  }
-}
-
-float Trainer::Impl::evaluate(int batches) {
-  Impl& I = *this;
-  // Forward only, micro-batch by micro-batch through every chunk in order: each pass waits only
-  // for earlier virtual stages, so the pipeline drains without a schedule.
-  double sum = 0;
-  for (int b = 0; b < batches; ++b)
-    for (int m = 0; m < I.o.micro_batches; ++m)
-      for (int c = 0; c < I.pipe.chunks(); ++c) sum += I.forward(m, c, b, Split::val, 0);
-  I.pipe.finish_sends();
-  return float(I.reduce_loss(sum / (double(batches) * I.o.micro_batches)));
-}
-
 int Trainer::steps_done() const { return int(impl_->engine.steps_done()); }
-
-// The whole model from per-tensor values laid out as this rank's engine lays its tensors out
-// (unpadded, in order): each slice placed into param_specs order by one rank holding it (dp
-// coordinate 0, tp rank 0 for a replicated tensor, never the tied copy), then summed over the
-// world, where every other rank adds zeros, so the sum is exact.
-std::vector<float> Trainer::Impl::whole(const std::vector<float>& local) {
-  const auto specs = param_specs(o.model);
-  std::vector<size_t> offset(specs.size() + 1, 0);
-  for (size_t t = 0; t < specs.size(); ++t) offset[t + 1] = offset[t] + specs[t].numel();
-  std::vector<float> out(offset.back(), 0.0f);
-  const bool writer = mesh.coord(strata::Dim::dp) == 0;
-  const int tpr = mesh.coord(strata::Dim::tp);
-  const auto& lay = engine.layout();
-  size_t at = 0;
-  for (size_t t = 0; t < global_tensor.size(); ++t) {
-    const size_t n = lay.tensors()[t].numel(), g = size_t(global_tensor[t]);
-    const bool copy = lay.tensors()[t].unit == wte_copy;
-    const bool replicated = tp_split(specs[g].name) == TpSplit::replicated;
-    if (writer && !copy && (tpr == 0 || !replicated))
-      tp_place(o.model, g, std::span<const float>(local.data() + at, n), o.tp, tpr,
-               std::span<float>(out.data() + offset[g], specs[g].numel()));
-    at += n;
-  }
-  metrics.all_reduce(strata::buffer(out), strata::ReduceOp::sum).wait();
-  return out;
-}
-
-std::vector<float> Trainer::parameters() { return impl_->whole(impl_->engine.full_params()); }
 
 std::string Trainer::sample(const std::string& prompt, int n, float temperature, uint64_t seed) {
   Impl& I = *impl_;
@@ -568,82 +283,12 @@ std::string Trainer::sample(const std::string& prompt, int n, float temperature,
   return I.data.decode(out);
 }
 
-bool Trainer::replicas_identical() {
-  Impl& I = *impl_;
-  const auto& lay = I.engine.layout();
-  const std::vector<float> mine = I.engine.full_params();
-  // Three fingerprints, each compared across the group that must hold equal copies.
-  std::vector<float> replicated, tied;
-  size_t at = 0;
-  for (size_t t = 0; t < lay.tensors().size(); ++t) {
-    const size_t n = lay.tensors()[t].numel();
-    const bool is_wte = I.global_tensor[t] == 0;
-    if (tp_split(lay.tensors()[t].name) == TpSplit::replicated)
-      replicated.insert(replicated.end(), mine.begin() + long(at), mine.begin() + long(at + n));
-    if (is_wte) tied.assign(mine.begin() + long(at), mine.begin() + long(at + n));
-    at += n;
-  }
-  auto same_across = [](strata::Communicator& g, const std::vector<float>& v) {
-    if (!g || g.size() == 1) return true;
-    std::vector<int64_t> h{int64_t(fingerprint(v))}, all(size_t(g.size()));
-    g.all_gather(strata::buffer(h), strata::buffer(all)).wait();
-    return std::all_of(all.begin(), all.end(), [&](int64_t x) { return x == all[0]; });
-  };
-  std::vector<int> ok{same_across(I.mesh.group(strata::Dim::dp), mine) &&
-                      same_across(I.mesh.group(strata::Dim::tp), replicated) &&
-                      same_across(I.tied, tied)};
-  I.metrics.all_reduce(strata::buffer(ok), strata::ReduceOp::min).wait();
-  return ok[0] == 1;
-}
-
-void Trainer::save(const std::string& dir) {
-  Impl& I = *impl_;
-  const strata::EngineState st = I.engine.state();
-  const WholeState w{I.o.model, st.steps, I.whole(st.params), I.whole(st.m), I.whole(st.v)};
-  // One rank writes; every rank learns whether it could, so none goes on believing it saved.
-  std::string error;
-  if (I.metrics.rank() == 0) try {
-      write_checkpoint(dir, w);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  std::vector<int> ok{error.empty() ? 1 : 0};
-  I.metrics.broadcast(strata::buffer(ok), 0).wait();
-  if (!ok[0]) throw std::runtime_error(error.empty() ? "checkpoint: rank 0 could not write " + dir : error);
-}
-
-void Trainer::load(const std::string& dir) {
-  Impl& I = *impl_;
-  const WholeState w = read_checkpoint(dir);
-  const Config& c = I.o.model;
-  if (w.model.vocab != c.vocab || w.model.ctx != c.ctx || w.model.layers != c.layers ||
-      w.model.heads != c.heads || w.model.embd != c.embd)
-    throw std::invalid_argument("checkpoint " + dir + " holds another model (L " +
-                                std::to_string(w.model.layers) + ", H " +
-                                std::to_string(w.model.heads) + ", C " +
-                                std::to_string(w.model.embd) + ", T " +
-                                std::to_string(w.model.ctx) + ", V " +
-                                std::to_string(w.model.vocab) + ")");
-  const auto specs = param_specs(c);
-  std::vector<size_t> offset(specs.size() + 1, 0);
-  for (size_t t = 0; t < specs.size(); ++t) offset[t + 1] = offset[t] + specs[t].numel();
-  const int tpr = I.tp ? I.tp->rank() : 0;
-  for (size_t t = 0; t < I.global_tensor.size(); ++t) {
-    const size_t g = size_t(I.global_tensor[t]);
-    auto slice = [&](const std::vector<float>& all) {
-      return tp_slice(c, g, std::span(all).subspan(offset[g], specs[g].numel()), I.o.tp, tpr);
-    };
-    I.engine.set_state(t, slice(w.params), slice(w.m), slice(w.v));
-  }
-  I.engine.set_steps_done(w.step);
-}
-
 const strata::ZeroEngine& Trainer::engine() const { return impl_->engine; }
 strata::Mesh& Trainer::mesh() { return impl_->mesh; }
 
 size_t Trainer::activation_bytes() const {
   size_t n = 0;
-  for (const auto& c : impl_->chunks) n += c.model.activation_bytes();
+  for (const Model& m : impl_->chunks) n += m.activation_bytes();
   return n;
 }
 

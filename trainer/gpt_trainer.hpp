@@ -57,6 +57,7 @@ struct StepReport {
   float loss = 0, lr = 0;
   double seconds = 0, comm_seconds = 0, exposed_seconds = 0;
   double bus_bytes = 0;  ///< bytes the step's collectives moved per rank, nccl-tests "bus" sense
+  double grad_norm = 0;  ///< the whole model's gradient norm before clipping (0: clipping off)
   /// Pipeline instruments: this rank's forward and backward passes' wall time and the part of it
   /// spent computing (not blocked on another stage).
   double pass_seconds = 0, compute_seconds = 0;

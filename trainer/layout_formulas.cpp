@@ -47,6 +47,17 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
     const double rows_bytes = o.sp ? S / t : S;
     r.pp_bytes += m * ((head ? 0 : rows_bytes) + (embed ? 0 : rows_bytes));
   });
+  // DP: the engine reduces every (padded) parameter's gradient once a step and, in stages 1-2,
+  // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.
+  const int dp = ranks / (o.tp * o.pp), mp = o.tp * o.pp;
+  const double P = 4.0 * double(memory_formula(o, ranks, stage).params);
+  const double red = o.stage <= 1 ? 2.0 * (dp - 1) / dp : double(dp - 1) / dp;
+  r.dp_bus_bytes = red * P + (o.stage == 1 || o.stage == 2 ? double(dp - 1) / dp * P : 0.0);
+  if (o.max_grad_norm > 0) {
+    if (o.stage > 0) r.dp_bus_bytes += 2.0 * (dp - 1) / dp * 8;
+    r.dp_bus_bytes += 2.0 * (mp - 1) / mp * 8;
+  }
+  r.dp_known = o.stage < 3;
   return r;
 }
 

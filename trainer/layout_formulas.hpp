@@ -13,6 +13,11 @@ namespace gpt {
 struct Traffic {
   double tp_bus_bytes = 0;  ///< its tp group's collectives, nccl-tests bus sense
   double pp_bytes = 0;      ///< activations and gradients it sends to other stages
+  /// Its engine's collectives (gradient reduction, parameter gathers, clipping's norm), bus sense,
+  /// in a steady step (stages 1-2 gather one step's parameters in the next). Stage 3 gathers
+  /// units as the schedule asks for them: no formula (dp_known false).
+  double dp_bus_bytes = 0;
+  bool dp_known = true;
 };
 Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
 

@@ -59,6 +59,7 @@ struct ReportStage {
   double tp_bytes = 0, tp_bytes_formula = 0;  ///< tp group collectives, bus sense
   double pp_bytes = 0, pp_bytes_formula = 0;  ///< activations and gradients sent to other stages
   double dp_bus_bytes = 0;                    ///< dp group collectives, bus sense
+  double dp_bus_bytes_formula = -1;           ///< negative: no formula (ZeRO-3's gathers)
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< measured (engine)
   size_t param_bytes_formula = 0, grad_bytes_formula = 0, optimizer_bytes_formula = 0;
   size_t activation_bytes = 0;  ///< peak activation memory of the rank

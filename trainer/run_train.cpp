@@ -48,9 +48,9 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
     std::snprintf(line, sizeof line,
                   "%s\n  {\"step\": %d, \"loss\": %.9g, \"lr\": %.6g, \"seconds\": %.6f, "
                   "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
-                  "\"stages\": [",
+                  "\"grad_norm\": %.6g, \"stages\": [",
                   i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds,
-                  s.exposed_seconds, s.bus_bytes);
+                  s.exposed_seconds, s.bus_bytes, s.grad_norm);
     f << line;
     for (size_t k = 0; k < s.stages.size(); ++k) {
       const StepReport::Stage& g = s.stages[k];
@@ -96,6 +96,7 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   std::printf("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%%",
               s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds,
               100 * s.comm_seconds / s.seconds, 100 * s.exposed_seconds / s.seconds);
+  if (s.grad_norm > 0) std::printf("  gnorm %.3f", s.grad_norm);
   if (o.pp > 1) {
     std::printf("  bubble");
     for (size_t k = 0; k < s.stages.size(); ++k)

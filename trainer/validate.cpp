@@ -45,6 +45,7 @@ bool matches_formulas(const TrainOptions& o, const StepReport& last,
   const Memory m = memory_formula(o, ranks, stage);
   auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, b); };
   return close(last.tp_bus_bytes, f.tp_bus_bytes) && close(last.pp_bytes, f.pp_bytes) &&
+         (!f.dp_known || close(last.bus_bytes, f.dp_bus_bytes)) &&
          mem.param_bytes == m.param_bytes && mem.grad_bytes == m.grad_bytes &&
          mem.optimizer_bytes == m.optimizer_bytes;
 }
@@ -117,6 +118,7 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
     st.ideal_bubble = o.pp > 1 ? pp::ideal_bubble(o.schedule, o.pp, o.micro_batches, o.virtual_stages) : 0;
     st.tp_bytes = f[kTp], st.tp_bytes_formula = tf.tp_bus_bytes;
     st.pp_bytes = f[kPp], st.pp_bytes_formula = tf.pp_bytes, st.dp_bus_bytes = f[kDp];
+    st.dp_bus_bytes_formula = tf.dp_known ? tf.dp_bus_bytes : -1;
     st.param_bytes = size_t(f[kParam]), st.grad_bytes = size_t(f[kGrad]);
     st.optimizer_bytes = size_t(f[kOpt]), st.activation_bytes = size_t(f[kAct]);
     st.param_bytes_formula = mf.param_bytes, st.grad_bytes_formula = mf.grad_bytes;

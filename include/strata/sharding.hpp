@@ -101,6 +101,8 @@ struct StepStats {
   /// all-gather / reduce-scatter (n-1)/n x the gathered size): bus_bytes / comm_seconds is the
   /// bus bandwidth the step achieved.
   double bus_bytes = 0;
+  /// The global gradient norm clipping saw (over grad_norm_group too); 0 when clipping is off.
+  double grad_norm = 0;
 };
 
 /// Gradient buckets. Backward marks each gradient ready; buckets follow descending unit order

@@ -146,7 +146,7 @@ TEST(Layout, ReplicasStayIdenticalAndTrafficAndMemoryEqualTheFormulas) {
   for (int tp : {1, 2})
     for (int pp : {1, 2})
       for (bool sp : {false, true})
-        for (int stage : {0, 3}) {
+        for (int stage : {0, 1, 2, 3}) {
           if (n % (tp * pp) || (sp && tp == 1)) continue;
           TrainOptions o = layout(base, tp, pp);
           o.sp = sp, o.stage = stage, o.recompute = stage == 3;
@@ -162,11 +162,38 @@ TEST(Layout, ReplicasStayIdenticalAndTrafficAndMemoryEqualTheFormulas) {
     const std::string what = gpt::layout_name(o, n);
     EXPECT_DOUBLE_EQ(r.tp_bus_bytes, f.tp_bus_bytes) << what;
     EXPECT_DOUBLE_EQ(r.pp_bytes, f.pp_bytes) << what;
+    if (f.dp_known) {
+      EXPECT_NEAR(r.bus_bytes, f.dp_bus_bytes, 1e-9 * f.dp_bus_bytes) << what;
+    }
     const strata::MemoryReport got = t.engine().memory();
     EXPECT_EQ(got.param_bytes, m.param_bytes) << what;
     EXPECT_EQ(got.grad_bytes, m.grad_bytes) << what;
     EXPECT_EQ(got.optimizer_bytes, m.optimizer_bytes) << what;
     EXPECT_TRUE(t.replicas_identical()) << what;
+  }
+}
+
+TEST(Layout, ClippingSeesTheWholeModelsGradientNormCountingEveryParameterOnce) {
+  // The norm clipping uses, step by step, against one rank's: a norm that counted a replicated
+  // LayerNorm on both tp ranks, or the tied embedding on both ends of the pipeline, is larger.
+  // (AdamW all but cancels a change of scale, so the losses alone would not show it.)
+  auto& w = mp::world();
+  if (w.size() % 4) GTEST_SKIP() << "tp2 x pp2 needs a multiple of 4 ranks";
+  const TrainOptions base = tiny(4);
+  auto norms = [&](strata::Communicator comm, const TrainOptions& o) {
+    gpt::Trainer t(comm, corpus(), o);
+    std::vector<float> n;
+    for (int s = 0; s < 3; ++s) n.push_back(float(t.step().grad_norm));
+    return n;
+  };
+  TrainOptions one = base;
+  one.micro_batches *= w.size();
+  const std::vector<float> want = norms(w.split(w.rank(), 0), one);
+  ASSERT_GT(want[0], 0.0f);
+  for (bool sp : {false, true}) {
+    TrainOptions o = layout(base, 2, 2);
+    o.sp = sp;
+    EXPECT_LT(max_rel(norms(w, o), want), 1e-5) << "sp " << sp;
   }
 }
 

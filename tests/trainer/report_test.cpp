@@ -53,6 +53,7 @@ gpt::ReportStage stage(int s, double bubble, double ideal) {
   st.tp_bytes = st.tp_bytes_formula = 1572864;
   st.pp_bytes = st.pp_bytes_formula = s == 0 ? 65536 : 32768;
   st.dp_bus_bytes = 106944;
+  st.dp_bus_bytes_formula = s == 0 ? 106944 : -1;  // stage 1: no formula (as ZeRO-3's)
   st.param_bytes = st.param_bytes_formula = 213888;
   st.grad_bytes = st.grad_bytes_formula = 213888;
   st.optimizer_bytes = st.optimizer_bytes_formula = 213888;
@@ -202,7 +203,9 @@ TEST(Report, CellsHoldTheExactFigures) {
   EXPECT_NE(md.find("| pp | {0, 4} | send/recv | 1 MiB | 10.0 | ib | 12.0 | >= 5% of 12.0 GB/s | "
                     "pass |\n"),
             std::string::npos);
-  EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 |\n"),
+  EXPECT_NE(md.find("| 0 | "), std::string::npos);
+  EXPECT_NE(md.find(" | 65536 | 65536 | 106944 | 106944 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 | n/a |\n"),
             std::string::npos);
   EXPECT_NE(md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
             std::string::npos);
