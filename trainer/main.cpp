@@ -1,5 +1,6 @@
 // strata-gpt: the reference GPT trainer. `strata-gpt --help` lists the options; docs/trainer.md
 // explains the model, the layouts and validate mode.
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
                                 : gpt::run_train(world, data, r);
   } catch (const std::invalid_argument& e) {  // the same on every rank: one says it
     if (!world || world.rank() == 0) std::fprintf(stderr, "strata-gpt: %s\n", e.what());
+    // The others wait for it to have said it: a launcher stops every rank once one exits.
+    try {
+      if (world) world.barrier().wait(std::chrono::seconds(5));
+    } catch (const std::exception&) {
+    }
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-gpt: %s\n", e.what());
