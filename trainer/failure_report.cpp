@@ -33,6 +33,7 @@ strata::Error FailureReport::attribute(const strata::Error& e) {
                                       size_t(w.peer) < g->second.size())
     seen = g->second[size_t(w.peer)];
   int first = seen;
+  bool store_gone = false;
   try {
     // First report wins; a later reporter waits (briefly) for the first one's value.
     if (store_->add(kCount, 1) == 1) {
@@ -42,7 +43,11 @@ strata::Error FailureReport::attribute(const strata::Error& e) {
       const strata::Bytes v = store_->get(kFirst, std::chrono::seconds(2));
       first = std::stoi(std::string(v.begin(), v.end()));
     }
-  } catch (const std::exception&) {  // the store is gone (rank 0 died): this rank's finding
+  } catch (const std::exception&) {
+    // Rank 0 serves the store and, failing itself, keeps it up until the others have reported:
+    // a store that is gone means rank 0 died.
+    store_gone = true;
+    first = 0;
   }
   abort_groups();
   if (rank_ == 0) {  // the store's host: keep it up until every survivor has read the report
@@ -55,7 +60,9 @@ strata::Error FailureReport::attribute(const strata::Error& e) {
   }
   if (first < 0) return e;
   std::string what = "world rank " + std::to_string(first) + " died";
-  if (first != seen)
+  if (store_gone)
+    what += " (the job's store, which it served, is gone)";
+  else if (first != seen)
     what += " (reported first by another rank; this rank saw " +
             (seen >= 0 ? "world rank " + std::to_string(seen) : std::string("a peer")) + " fail)";
   what += ": " + std::string(e.what());

@@ -8,8 +8,8 @@
 // store that holds the report) is still there; rank 0 waits up to 2 s for the others' reports
 // before it exits.
 //
-// The store is served by rank 0: when rank 0 itself dies the report cannot be kept, and a rank
-// sharing no group with rank 0 may name the neighbour it saw fail (docs/trainer.md).
+// The store is served by rank 0, which waits up to 2 s for the others' reports when it fails
+// itself, so a store found gone means rank 0 died: the rank then names rank 0.
 #pragma once
 
 #include <map>

@@ -102,7 +102,7 @@ Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node) {
         ::setenv("STRATA_NODE_ID", ("emu" + std::to_string(r / ranks_per_node)).c_str(), 1);
         ::setenv("STRATA_ALGO", "all_reduce=hierarchical", 1);
         // Between machines UCX has no shared memory: its rails go over TCP, as on a cluster.
-        ::setenv("UCX_TLS", "tcp,self", 1);
+        ::setenv("UCX_TLS", "^cma", 1);
       }
       FILE* f = std::freopen(out.c_str(), "w", stderr);
       (void)f;
@@ -223,11 +223,11 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_boot
 
 // A pipeline of the reference GPT (tp2 x pp2 on the four ranks) loses a rank mid-step: every
 // survivor, whichever groups it shares with the dead rank, fails naming it by its world rank
-// (trainer/failure_report.hpp). Rank 0 serves the job's store that carries the report, so the
-// victim is one of ranks 1-3 (docs/trainer.md: "When a rank dies"). Activations go between stages
-// by UCX send/recv, which moves large messages between local processes with CMA; a peer dying in
-// the middle of such a read makes UCX 1.13 abort the reader (docs/architecture.md, "CMA"), so the
-// ranks run with UCX_TLS=^cma, as the hierarchical scenarios run UCX on TCP.
+// (trainer/failure_report.hpp; rank 0, which serves the job's store that carries the report, is
+// named from the store being gone). Activations go between stages by UCX send/recv, which moves
+// large messages between local processes with CMA; a peer dying in the middle of such a read
+// makes UCX 1.13 abort the reader (docs/architecture.md, "CMA"), so the ranks run with
+// UCX_TLS=^cma, as the hierarchical scenarios run UCX on TCP.
 TEST(KillRank, PipelineStageMidStep) {
   std::mt19937 rng(std::random_device{}());
   const fs::path base = fs::path(STRATA_KILL_DIR) / "pipeline";
@@ -262,13 +262,13 @@ TEST(KillRank, PipelineStageMidStep) {
       ASSERT_LT(Clock::now() - start, 30s) << "the job did not start:\n" << slurp(dir / "rank0.log");
       std::this_thread::sleep_for(10ms);
     }
-    const int victim = 1 + int(rng() % (kRanks - 1));
+    const int victim = int(rng() % kRanks);
     const auto delay = std::chrono::milliseconds(rng() % 300);
     std::this_thread::sleep_for(delay);
     ::kill(job.pids[victim], SIGKILL);
     const auto killed = Clock::now();
     const bool all_ended = reap(job, killed + std::chrono::seconds(kTimeoutSeconds) + kGrace);
-    SCOPED_TRACE("repetition " + std::to_string(rep));
+    SCOPED_TRACE("repetition " + std::to_string(rep) + ", victim " + std::to_string(victim));
     check_survivors(job, victim, killed, all_ended, delay, 1,
                     "world rank " + std::to_string(victim) + " died");
     check_nothing_left(job, shm_before, tmp_before);
