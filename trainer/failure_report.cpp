@@ -43,11 +43,11 @@ strata::Error FailureReport::attribute(const strata::Error& e) {
       const strata::Bytes v = store_->get(kFirst, std::chrono::seconds(2));
       first = std::stoi(std::string(v.begin(), v.end()));
     }
-  } catch (const std::exception&) {
+  } catch (const strata::Error& err) {
     // Rank 0 serves the store and, failing itself, keeps it up until the others have reported:
-    // a store that is gone means rank 0 died.
-    store_gone = true;
-    first = 0;
+    // a store that is gone means rank 0 died. (A report that never came: this rank's finding.)
+    store_gone = err.code() != strata::ErrorCode::timeout;
+    if (store_gone) first = 0;
   }
   abort_groups();
   if (rank_ == 0) {  // the store's host: keep it up until every survivor has read the report
