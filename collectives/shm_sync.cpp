@@ -96,8 +96,16 @@ void wait_flag(strata::shm::Segment& s, int rank, Flag f, uint64_t target,
   }
   for (;;) {
     // Asleep, a dead peer would only show at the deadline: ask whether one has died, or whether
-    // the peer has abandoned this collective or is in another one.
-    if (s.watchdog()) s.watchdog()->check(where);
+    // the peer has abandoned this collective or is in another one. A peer that published and
+    // then exited (its job done) is not a failure of this wait: read the flag again first.
+    if (s.watchdog()) {
+      try {
+        s.watchdog()->check(where);
+      } catch (const Error&) {
+        if (f.value.load(std::memory_order_acquire) >= target) return;
+        throw;
+      }
+    }
     if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
       ErrorContext w = where;
       w.peer = rank;
