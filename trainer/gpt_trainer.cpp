@@ -203,15 +203,12 @@ Grads Trainer::Impl::unit_grads(int g) {
   return per_tensor<std::span<float>>(g, [&](size_t t) { return engine.grad(t); });
 }
 
-// The tied wte this rank's head reads: its own (unit 0) or the last stage's copy.
-std::span<const float> Trainer::Impl::wte() {
-  const int u = wte_copy >= 0 ? wte_copy : unit_of[0];
-  return engine.param(engine.layout().unit_first_tensor(size_t(u)));
-}
-std::span<float> Trainer::Impl::wte_grad() {
-  const int u = wte_copy >= 0 ? wte_copy : unit_of[0];
-  return engine.grad(engine.layout().unit_first_tensor(size_t(u)));
-}
+// The engine unit of the tied wte this rank's head reads: its own (unit 0) or the last stage's
+// copy; wte is that unit's first tensor.
+size_t Trainer::Impl::wte_unit() const { return size_t(wte_copy >= 0 ? wte_copy : unit_of[0]); }
+size_t Trainer::Impl::wte_tensor() const { return engine.layout().unit_first_tensor(wte_unit()); }
+std::span<const float> Trainer::Impl::wte() { return engine.param(wte_tensor()); }
+std::span<float> Trainer::Impl::wte_grad() { return engine.grad(wte_tensor()); }
 
 // Every group this rank waits in, by name, with its world ranks: a failure is then named by the
 // world rank that died (failure_report.hpp).

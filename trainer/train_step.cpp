@@ -25,7 +25,6 @@ void Trainer::Impl::ready_unit(int g) {
 
 void Trainer::Impl::launch_tied_reduction() {
   tied_work = tied.all_reduce(strata::buffer(wte_grad()), strata::ReduceOp::sum);
-  tied_pending = true;
 }
 
 void Trainer::Impl::load_batch(Split split, int step, int m) {
@@ -57,13 +56,14 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
     pipe.send_activation(c, model.output());
     return 0.0f;
   }
-  const int head = o.model.layers + 1, wu = wte_copy >= 0 ? wte_copy : unit_of[0];
+  const int head = o.model.layers + 1;
+  const size_t wu = wte_unit();
   load_batch(split, step, micro_id);
-  engine.gather(size_t(wu));
+  engine.gather(wu);
   engine.gather(size_t(unit_of[size_t(head)]));
   const float loss = model.head(targets, unit_params(head), wte());
   engine.release(size_t(unit_of[size_t(head)]));
-  engine.release(size_t(wu));
+  engine.release(wu);
   return loss;
 }
 
@@ -76,14 +76,14 @@ void Trainer::Impl::backward(int micro_id, int c) {
   const bool acc = micro_id > 0, last = micro_id + 1 == o.micro_batches;
   const int head = o.model.layers + 1;
   if (model.has_head()) {
-    const int wu = wte_copy >= 0 ? wte_copy : unit_of[0];
-    engine.gather(size_t(wu));
+    const size_t wu = wte_unit();
+    engine.gather(wu);
     engine.gather(size_t(unit_of[size_t(head)]));
     model.head_backward(unit_params(head), wte(), unit_grads(head), wte_grad(),
                         1.0f / float(o.micro_batches), acc);
     if (last) ready_unit(head);
     engine.release(size_t(unit_of[size_t(head)]));
-    engine.release(size_t(wu));
+    engine.release(wu);
     if (last && wte_copy >= 0) launch_tied_reduction();
   } else {
     pipe.recv_gradient(c, model.output_grad());
@@ -158,11 +158,10 @@ StepReport Trainer::Impl::step() {
   // The passes are done; what is left waits on other stages (their part of the tied embedding's
   // gradient, their receives), so it counts as bubble, not compute.
   const auto passes_done = std::chrono::steady_clock::now();
-  if (I.tied_pending) {
+  if (I.tied_work) {
     I.tied_work->wait();
-    I.tied_pending = false;
-    I.engine.ready(I.engine.layout().unit_first_tensor(
-        size_t(I.wte_copy >= 0 ? I.wte_copy : I.unit_of[0])));
+    I.tied_work.reset();
+    I.engine.ready(I.wte_tensor());
   }
   I.pipe.finish_sends();
   const auto t1 = std::chrono::steady_clock::now();

@@ -30,6 +30,8 @@ struct Trainer::Impl {
   std::vector<V> per_tensor(int g, F f);
   Params unit_params(int g);
   Grads unit_grads(int g);
+  size_t wte_unit() const;
+  size_t wte_tensor() const;
   std::span<const float> wte();
   std::span<float> wte_grad();
   void ready_unit(int g);
@@ -57,8 +59,7 @@ struct Trainer::Impl {
   std::vector<Model> chunks;           // one per model chunk of this rank's stage
   strata::ZeroEngine engine;
   std::vector<int> tokens, targets;
-  std::optional<strata::Work> tied_work;
-  bool tied_pending = false;
+  std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
   std::unique_ptr<FailureReport> failures;
 };
 

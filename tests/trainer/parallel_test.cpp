@@ -76,7 +76,7 @@ bool bits_equal(std::span<const float> a, std::span<const float> b) {
 
 TEST(Pipeline, SchedulesEqualOneRankBitForBitButTheTiedEmbedding) {
   auto& w = mp::world();
-  if (w.size() < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks";
+  if (w.size() < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks; gpt_parallel_np2/3/4 run it";
   const TrainOptions base = tiny(8);
   // One step: only wte's gradient is summed differently (head part + embedding part across the
   // first and last stage, against one buffer in order on one rank), so every other tensor is
@@ -105,7 +105,8 @@ TEST(Pipeline, SchedulesEqualOneRankBitForBitButTheTiedEmbedding) {
 
 TEST(Pipeline, EverySchedulesOfOnePipelineGiveTheSameBits) {
   auto& w = mp::world();
-  if (w.size() < 2 || w.size() % 2) GTEST_SKIP() << "needs an even number of ranks";
+  if (w.size() < 2 || w.size() % 2)
+    GTEST_SKIP() << "pp2 needs an even number of ranks; gpt_parallel_np2 and _np4 run it";
   const TrainOptions base = tiny(4);
   const Trained a = train(w, layout(base, 1, 2, pp::Schedule::gpipe), 4);
   const Trained b = train(w, layout(base, 1, 2, pp::Schedule::one_f_one_b), 4);
@@ -118,7 +119,8 @@ TEST(Pipeline, EverySchedulesOfOnePipelineGiveTheSameBits) {
 
 TEST(TensorParallel, RecomputeIsBitIdenticalAndSequenceParallelWithin1e5) {
   auto& w = mp::world();
-  if (w.size() < 2 || w.size() % 2) GTEST_SKIP() << "needs an even number of ranks";
+  if (w.size() < 2 || w.size() % 2)
+    GTEST_SKIP() << "tp2 needs an even number of ranks; gpt_parallel_np2 and _np4 run it";
   const TrainOptions base = tiny(2);
   for (bool sp : {false, true}) {
     TrainOptions o = layout(base, 2, 1);
@@ -178,7 +180,8 @@ TEST(Layout, ClippingSeesTheWholeModelsGradientNormCountingEveryParameterOnce) {
   // LayerNorm on both tp ranks, or the tied embedding on both ends of the pipeline, is larger.
   // (AdamW all but cancels a change of scale, so the losses alone would not show it.)
   auto& w = mp::world();
-  if (w.size() % 4) GTEST_SKIP() << "tp2 x pp2 needs a multiple of 4 ranks";
+  if (w.size() % 4)
+    GTEST_SKIP() << "tp2 x pp2 needs a multiple of 4 ranks; gpt_parallel_np4 runs it";
   const TrainOptions base = tiny(4);
   auto norms = [&](strata::Communicator comm, const TrainOptions& o) {
     gpt::Trainer t(comm, corpus(), o);
@@ -202,7 +205,7 @@ TEST(Layout, ClippingSeesTheWholeModelsGradientNormCountingEveryParameterOnce) {
 TEST(Pipeline, EveryShapeTrainsOrIsRefusedBeforeItStarts) {
   auto& w = mp::world();
   const int p = w.size();
-  if (p < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks";
+  if (p < 2) GTEST_SKIP() << "a pipeline needs 2 or more ranks; gpt_parallel_np2/3/4 run it";
   int trained = 0, refused = 0;
   for (auto s : {pp::Schedule::gpipe, pp::Schedule::one_f_one_b, pp::Schedule::interleaved})
     for (int v : {1, 2})
@@ -257,7 +260,8 @@ std::string shared_dir(const std::string& what) {
 
 TEST(Checkpoint, SavedInOneLayoutResumesInAnotherWithTheUninterruptedLosses) {
   auto& w = mp::world();
-  if (w.size() != 4) GTEST_SKIP() << "saves at tp2 pp2 and resumes at dp4: needs 4 ranks";
+  if (w.size() != 4)
+    GTEST_SKIP() << "saves at tp2 pp2, resumes at dp4: needs 4 ranks; gpt_parallel_np4 runs it";
   const TrainOptions base = tiny(4);
   const std::string dir = shared_dir("ckpt");
   const TrainOptions dp = layout(base, 1, 1), tp_pp = layout(base, 2, 2);
