@@ -31,8 +31,9 @@ layout:    --tp N (tensor parallel; heads must divide)  --sp (sequence parallel,
 output:    --eval-every N  --eval-batches N  --sample N  --json FILE  --plot FILE.svg  --quiet
 state:     --save DIR  --save-every N  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
-validate:  --tolerance X (relative, default 1e-5)  --layouts L1,L2,... (e.g. tp2.pp2.dp2,pp4.interleaved;
-           default: every layout the world size allows)  --report DIR (Markdown + SVG)
+validate:  --tolerance X (relative, default 1e-5)
+           --layouts L1,L2,... (e.g. tp2.pp2.dp2,pp4.interleaved; default: every layout the
+           world size allows)  --report DIR (Markdown + SVG)
            --bw-threshold X (a group's bus bandwidth must reach X times its weakest link's
            estimate from the topology; default 0.05)
 )";

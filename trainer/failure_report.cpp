@@ -29,8 +29,8 @@ strata::Error FailureReport::attribute(const strata::Error& e) {
     return e;
   const strata::ErrorContext& w = e.where();
   int seen = -1;  // the peer this rank saw fail, in world numbering
-  if (auto g = groups_.find(w.group); g != groups_.end() && w.peer >= 0 &&
-                                      size_t(w.peer) < g->second.size())
+  if (auto g = groups_.find(w.group);
+      g != groups_.end() && w.peer >= 0 && size_t(w.peer) < g->second.size())
     seen = g->second[size_t(w.peer)];
   int first = seen;
   bool store_gone = false;

@@ -49,10 +49,10 @@ struct BlockTensor {
   int rows_in_c;  // rows as a multiple of C (0: a vector)
   int cols_in_c;  // columns (or vector length) as a multiple of C
 };
-constexpr BlockTensor kBlock[] = {
-    {"ln1_w", 0, 1}, {"ln1_b", 0, 1}, {"attn_w", 3, 1},   {"attn_b", 0, 3},
-    {"proj_w", 1, 1}, {"proj_b", 0, 1}, {"ln2_w", 0, 1},   {"ln2_b", 0, 1},
-    {"fc_w", 4, 1},   {"fc_b", 0, 4},   {"fcproj_w", 1, 4}, {"fcproj_b", 0, 1}};
+constexpr BlockTensor kBlock[] = {{"ln1_w", 0, 1},  {"ln1_b", 0, 1},    {"attn_w", 3, 1},
+                                  {"attn_b", 0, 3}, {"proj_w", 1, 1},   {"proj_b", 0, 1},
+                                  {"ln2_w", 0, 1},  {"ln2_b", 0, 1},    {"fc_w", 4, 1},
+                                  {"fc_b", 0, 4},   {"fcproj_w", 1, 4}, {"fcproj_b", 0, 1}};
 constexpr int kBlockTensors = 12;
 // Indices into a block unit's Params.
 enum { LN1W, LN1B, ATTNW, ATTNB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
@@ -150,8 +150,7 @@ void default_blas_threads() {
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
     if (*end != '\0' || v < 1 || v > 1024)
-      throw std::invalid_argument(std::string("STRATA_GPT_BLAS_THREADS: not a thread count: ") +
-                                  e);
+      throw std::invalid_argument(std::string("STRATA_GPT_BLAS_THREADS: not a thread count: ") + e);
     n = int(v);
   }
   set_blas_threads(n);
@@ -194,9 +193,17 @@ struct BlockActs {
   std::vector<float> fch, fch_gelu;            // [N, Hl]
 
   explicit BlockActs(const Dims& d)
-      : ln1(size_t(d.Nl) * d.C), ln1_mean(d.Nl), ln1_rstd(d.Nl), qkv(size_t(d.N) * 3 * d.Cl),
-        att(size_t(d.B) * d.NHl * d.T * d.T), atty(size_t(d.N) * d.Cl), res2(size_t(d.Nl) * d.C),
-        ln2(size_t(d.Nl) * d.C), ln2_mean(d.Nl), ln2_rstd(d.Nl), fch(size_t(d.N) * d.Hl),
+      : ln1(size_t(d.Nl) * d.C),
+        ln1_mean(d.Nl),
+        ln1_rstd(d.Nl),
+        qkv(size_t(d.N) * 3 * d.Cl),
+        att(size_t(d.B) * d.NHl * d.T * d.T),
+        atty(size_t(d.N) * d.Cl),
+        res2(size_t(d.Nl) * d.C),
+        ln2(size_t(d.Nl) * d.C),
+        ln2_mean(d.Nl),
+        ln2_rstd(d.Nl),
+        fch(size_t(d.N) * d.Hl),
         fch_gelu(size_t(d.N) * d.Hl) {}
   size_t bytes() const {
     size_t n = 0;
@@ -209,18 +216,19 @@ struct BlockActs {
 
 // What one micro-batch keeps from forward to backward.
 struct Slot {
-  std::vector<int> tokens;                 // [N] ids in this rank's vocabulary slice, -1 if not
-  std::vector<int> targets;                // [N] the same for the targets
+  std::vector<int> tokens;   // [N] ids in this rank's vocabulary slice, -1 if not
+  std::vector<int> targets;  // [N] the same for the targets
   bool have_targets = false;
-  std::vector<std::vector<float>> res;     // blocks + 1 of [Nl, C]: res[i] is block first+i's input
-  std::vector<BlockActs> acts;             // one per block, none with recompute
+  std::vector<std::vector<float>> res;  // blocks + 1 of [Nl, C]: res[i] is block first+i's input
+  std::vector<BlockActs> acts;          // one per block, none with recompute
   std::vector<float> lnf, lnf_mean, lnf_rstd;  // head only: [Nl, C], [Nl], [Nl]
-  std::vector<float> logits, probs;        // head only: [N, Vl]
+  std::vector<float> logits, probs;            // head only: [N, Vl]
   size_t bytes() const {
     size_t n = (tokens.size() + targets.size()) * sizeof(int);
     for (const auto& r : res) n += r.size() * sizeof(float);
     for (const auto& a : acts) n += a.bytes();
-    for (const auto* v : {&lnf, &lnf_mean, &lnf_rstd, &logits, &probs}) n += v->size() * sizeof(float);
+    for (const auto* v : {&lnf, &lnf_mean, &lnf_rstd, &logits, &probs})
+      n += v->size() * sizeof(float);
     return n;
   }
 };
@@ -254,17 +262,17 @@ struct Model::State {
   std::vector<std::vector<std::pair<std::string, size_t>>> shapes;  // per unit: (name, elements)
   std::vector<Slot> slots;
   Slot* cur = nullptr;
-  std::vector<BlockActs> shared;          // recompute: the one set every block refills
+  std::vector<BlockActs> shared;  // recompute: the one set every block refills
   // Backward scratch, shared by all layers and slots.
-  std::vector<float> dres;                // [Nl, C]: gradient of the residual stream
-  std::vector<float> dbtc;                // [N, C]: the attention output's gradient; a discard
-  std::vector<float> partial;             // [N, C]: a row-parallel product before its reduction
-  std::vector<float> full, rows;          // sequence parallelism: [N, C] gathered, [Nl, C] reduced
-  std::vector<float> dqkv;                // [N, 3 Cl]
-  std::vector<float> dfch;                // [N, Hl]
-  std::vector<float> dlogits;             // [N, Vl]
-  std::vector<float> datt;                // [T, T]
-  std::vector<double> dsum;               // sums over rows: max(T*C, 4C)
+  std::vector<float> dres;        // [Nl, C]: gradient of the residual stream
+  std::vector<float> dbtc;        // [N, C]: the attention output's gradient; a discard
+  std::vector<float> partial;     // [N, C]: a row-parallel product before its reduction
+  std::vector<float> full, rows;  // sequence parallelism: [N, C] gathered, [Nl, C] reduced
+  std::vector<float> dqkv;        // [N, 3 Cl]
+  std::vector<float> dfch;        // [N, Hl]
+  std::vector<float> dlogits;     // [N, Vl]
+  std::vector<float> datt;        // [T, T]
+  std::vector<double> dsum;       // sums over rows: max(T*C, 4C)
 
   explicit State(const Dims& dims) : d(dims) {}
   BlockActs& acts(int i) { return shared.empty() ? cur->acts[size_t(i)] : shared[0]; }
@@ -279,8 +287,12 @@ struct Model::State {
 };
 
 Model::Model(const Config& c, int batch, const ModelOptions& o)
-    : c_(c), B_(batch), recompute_(o.recompute), first_(o.first_layer),
-      last_(o.last_layer < 0 ? c.layers : o.last_layer), tp_(o.tp) {
+    : c_(c),
+      B_(batch),
+      recompute_(o.recompute),
+      first_(o.first_layer),
+      last_(o.last_layer < 0 ? c.layers : o.last_layer),
+      tp_(o.tp) {
   check_config(c);
   if (batch < 1) throw std::invalid_argument("gpt::Model: batch must be positive");
   if (first_ < 0 || first_ >= last_ || last_ > c.layers)
@@ -364,7 +376,8 @@ void check_unit(const char* where, const UnitShapes& shapes, int unit, const Spa
     throw std::invalid_argument(std::string("gpt::Model::") + where + ": unit " +
                                 std::to_string(unit) + " has " + std::to_string(mine.size()) +
                                 " tensors, got " + std::to_string(spans.size()) + " spans");
-  for (size_t i = 0; i < mine.size(); ++i) check_span(where, mine[i].first, spans[i], mine[i].second);
+  for (size_t i = 0; i < mine.size(); ++i)
+    check_span(where, mine[i].first, spans[i], mine[i].second);
 }
 
 // Checks global token ids and stores them as ids in this rank's vocabulary slice (-1: another's).
@@ -411,8 +424,10 @@ void Model::embed(std::span<const int> tokens, const Params& unit0) {
   for (int n = 0; n < d.N; ++n) {
     float* p = s.partial.data() + size_t(n) * d.C;
     const int tok = s.cur->tokens[n];
-    if (tok < 0) std::fill(p, p + d.C, 0.0f);
-    else std::copy_n(unit0[0].data() + size_t(tok) * d.C, d.C, p);
+    if (tok < 0)
+      std::fill(p, p + d.C, 0.0f);
+    else
+      std::copy_n(unit0[0].data() + size_t(tok) * d.C, d.C, p);
   }
   const float* red = Regions{tp_, d}.leave(s.partial.data(), s.rows.data());
   for (int i = 0; i < d.Nl; ++i) {
@@ -435,15 +450,15 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
   const int N = d.N, Nl = d.Nl, C = d.C;
   L::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p[LN1W].data(),
                        p[LN1B].data(), Nl, C);
-  L::matmul_forward(a.qkv.data(), reg.enter(a.ln1.data(), s.full), p[ATTNW].data(),
-                    p[ATTNB].data(), N, C, 3 * d.Cl);
+  L::matmul_forward(a.qkv.data(), reg.enter(a.ln1.data(), s.full), p[ATTNW].data(), p[ATTNB].data(),
+                    N, C, 3 * d.Cl);
   L::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), d.B, d.T, d.Cl, d.NHl);
   L::matmul_forward(s.partial, a.atty.data(), p[PROJW].data(), nullptr, N, d.Cl, C);
   residual_add(a.res2.data(), x, p[PROJB].data(), reg.leave(s.partial, s.rows), Nl, C);
   L::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
                        p[LN2W].data(), p[LN2B].data(), Nl, C);
-  L::matmul_forward(a.fch.data(), reg.enter(a.ln2.data(), s.full), p[FCW].data(), p[FCB].data(),
-                    N, C, d.Hl);
+  L::matmul_forward(a.fch.data(), reg.enter(a.ln2.data(), s.full), p[FCW].data(), p[FCB].data(), N,
+                    C, d.Hl);
   L::gelu_forward(a.fch_gelu.data(), a.fch.data(), size_t(N) * d.Hl);
   L::matmul_forward(s.partial, a.fch_gelu.data(), p[FCPROJW].data(), nullptr, N, d.Hl, C);
   residual_add(out, a.res2.data(), p[FCPROJB].data(), reg.leave(s.partial, s.rows), Nl, C);
@@ -486,8 +501,8 @@ std::span<const float> Model::logits(int b, int t) const {
     throw std::logic_error("gpt::Model::logits: each rank holds only a slice of the vocabulary");
   check_part("logits", has_head(), "head");
   if (b < 0 || b >= B_ || t < 0 || t >= c_.ctx)
-    throw std::out_of_range("gpt::Model::logits: (" + std::to_string(b) + ", " +
-                            std::to_string(t) + ") outside the batch");
+    throw std::out_of_range("gpt::Model::logits: (" + std::to_string(b) + ", " + std::to_string(t) +
+                            ") outside the batch");
   const size_t V = c_.vocab;
   return {s_->cur->logits.data() + (size_t(b) * c_.ctx + t) * V, V};
 }
@@ -512,8 +527,8 @@ void Model::head_backward(const Params& lnf, std::span<const float> wte, const G
   L::crossentropy_backward(s.dlogits.data(), sl.probs.data(), sl.targets.data(), d.N, d.Vl,
                            grad_scale / float(d.N));
   // dwte (+)= dlogits^T lnf ;  dlnf = dlogits wte (partial sums over the vocabulary slices)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.Vl, d.C, d.N, 1.0f, s.dlogits.data(),
-              d.Vl, reg.enter(sl.lnf.data(), s.full.data()), d.C, accumulate ? 1.0f : 0.0f,
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.Vl, d.C, d.N, 1.0f, s.dlogits.data(), d.Vl,
+              reg.enter(sl.lnf.data(), s.full.data()), d.C, accumulate ? 1.0f : 0.0f,
               wte_grad.data(), d.C);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.N, d.C, d.Vl, 1.0f, s.dlogits.data(),
               d.Vl, wte.data(), d.C, 0.0f, s.partial.data(), d.C);
@@ -521,8 +536,8 @@ void Model::head_backward(const Params& lnf, std::span<const float> wte, const G
   // The residual stream's gradient starts here (written, not added).
   std::fill(s.dres.begin(), s.dres.end(), 0.0f);
   L::layernorm_backward(s.dres.data(), lnf_grad[0].data(), lnf_grad[1].data(), dlnf,
-                        sl.res.back().data(), lnf[0].data(), sl.lnf_mean.data(),
-                        sl.lnf_rstd.data(), d.Nl, d.C, accumulate, s.dsum.data());
+                        sl.res.back().data(), lnf[0].data(), sl.lnf_mean.data(), sl.lnf_rstd.data(),
+                        d.Nl, d.C, accumulate, s.dsum.data());
 }
 
 void Model::block_backward(int l, const Params& p, const Grads& g, bool accumulate) {

@@ -14,8 +14,8 @@
 namespace gpt {
 
 strata::Communicator job_communicator() {
-  const bool launched = std::getenv("RANK") || std::getenv("WORLD_SIZE") ||
-                        std::getenv("OMPI_COMM_WORLD_SIZE");
+  const bool launched =
+      std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE");
   if (launched) return strata::Communicator::from_env();
   // One rank: a loopback store of our own, for as long as the process lives.
   strata::TcpStoreOptions so;
@@ -54,15 +54,16 @@ void refuse(const std::string& why) { throw std::invalid_argument(why); }
 void check_layout(const TrainOptions& o, int ranks) {
   const Config& c = o.model;
   if (o.tp < 1 || o.pp < 1 || ranks % (o.tp * o.pp) != 0)
-    refuse("layout tp=" + std::to_string(o.tp) + " pp=" + std::to_string(o.pp) + ": tp*pp = " +
-           std::to_string(o.tp * o.pp) + " does not divide the " + std::to_string(ranks) + " ranks");
+    refuse("layout tp=" + std::to_string(o.tp) + " pp=" + std::to_string(o.pp) +
+           ": tp*pp = " + std::to_string(o.tp * o.pp) + " does not divide the " +
+           std::to_string(ranks) + " ranks");
   if (c.heads % o.tp != 0)
     refuse("--tp " + std::to_string(o.tp) + " does not divide the " + std::to_string(c.heads) +
            " heads");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
   if (o.sp && c.ctx % o.tp != 0)
-    refuse("--sp: the sequence of " + std::to_string(c.ctx) + " positions does not divide by tp=" +
-           std::to_string(o.tp));
+    refuse("--sp: the sequence of " + std::to_string(c.ctx) +
+           " positions does not divide by tp=" + std::to_string(o.tp));
   if (o.virtual_stages > 1 && o.schedule != pp::Schedule::interleaved)
     refuse("--virtual-stages " + std::to_string(o.virtual_stages) +
            " needs --schedule interleaved");
@@ -106,8 +107,7 @@ strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
   } catch (const strata::Error& e) {  // a layout this job's nodes cannot hold: bad input
     if (e.code() != strata::ErrorCode::invalid_argument) throw;
     std::string why = e.what();
-    if (why.find("spans nodes") != std::string::npos)
-      why += " (strata-gpt: --allow-cross-node-tp)";
+    if (why.find("spans nodes") != std::string::npos) why += " (strata-gpt: --allow-cross-node-tp)";
     throw std::invalid_argument(why);
   }
 }
@@ -166,8 +166,10 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
       specs.push_back(s);
       global_tensor.push_back(int(t));
     }
-    if (copy) wte_copy = next;
-    else unit_of[size_t(g)] = next;
+    if (copy)
+      wte_copy = next;
+    else
+      unit_of[size_t(g)] = next;
     ++next;
   };
   const bool head_here = pipe.last(pipe.chunks() - 1), embed_here = pipe.first(0);

@@ -23,7 +23,7 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   const Config& c = o.model;
   const double t = o.tp, m = o.micro_batches;
   const double B = double(o.global_batch) / (double(ranks) / (o.tp * o.pp)) / m;
-  const double N = B * c.ctx, S = 4.0 * N * c.embd;  // one activation of all rows, bytes
+  const double N = B * c.ctx, S = 4.0 * N * c.embd;       // one activation of all rows, bytes
   const double ar = 2 * (t - 1) / t, half = (t - 1) / t;  // bus factors: all-reduce, AG or RS
   Traffic r;
   for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
@@ -68,7 +68,8 @@ Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   const size_t wte = size_t(padded_vocab(c.vocab, o.tp)) / t * C;
   // A block: LayerNorms and row-parallel biases whole, the four matrices and two column-parallel
   // biases split over tp.
-  const size_t block = 4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
+  const size_t block =
+      4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
   auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
   Memory r;
   bool head_here = false, embed_here = false;

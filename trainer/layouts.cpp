@@ -27,21 +27,30 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
   for (std::string tok; std::getline(in, tok, '.');) {
     int n;
     if (tok == "dp") continue;
-    if ((n = numbered(tok, "tp")) > 0) o.tp = n;
-    else if ((n = numbered(tok, "pp")) > 0) o.pp = n;
-    else if ((n = numbered(tok, "dp")) > 0) dp = n;
-    else if ((n = numbered(tok, "zero")) >= 0 && n <= 3) o.stage = n;
-    else if ((n = numbered(tok, "v")) > 0) o.virtual_stages = n, virtual_given = true;
-    else if (tok == "sp") o.sp = true;
-    else if (tok == "recompute") o.recompute = true;
-    else if (tok == "gpipe" || tok == "1f1b" || tok == "interleaved") o.schedule = pp::parse_schedule(tok);
-    else throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
+    if ((n = numbered(tok, "tp")) > 0)
+      o.tp = n;
+    else if ((n = numbered(tok, "pp")) > 0)
+      o.pp = n;
+    else if ((n = numbered(tok, "dp")) > 0)
+      dp = n;
+    else if ((n = numbered(tok, "zero")) >= 0 && n <= 3)
+      o.stage = n;
+    else if ((n = numbered(tok, "v")) > 0)
+      o.virtual_stages = n, virtual_given = true;
+    else if (tok == "sp")
+      o.sp = true;
+    else if (tok == "recompute")
+      o.recompute = true;
+    else if (tok == "gpipe" || tok == "1f1b" || tok == "interleaved")
+      o.schedule = pp::parse_schedule(tok);
+    else
+      throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
   }
   if (o.schedule == pp::Schedule::interleaved && !virtual_given) o.virtual_stages = 2;
   if (dp > 0 && dp * o.tp * o.pp != ranks)
-    throw std::invalid_argument("layout '" + name + "': tp*pp*dp = " +
-                                std::to_string(dp * o.tp * o.pp) + " but there are " +
-                                std::to_string(ranks) + " ranks");
+    throw std::invalid_argument("layout '" + name +
+                                "': tp*pp*dp = " + std::to_string(dp * o.tp * o.pp) +
+                                " but there are " + std::to_string(ranks) + " ranks");
   o.micro_batches = base.micro_batches * o.tp * o.pp;
   try {
     check_layout(o, ranks);

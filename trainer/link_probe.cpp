@@ -19,7 +19,9 @@ std::vector<Probe> probes_of(const TrainOptions& o, const strata::MeshShape& sha
   std::vector<Probe> out;
   if (shape.tp > 1) {
     out.push_back({strata::Dim::tp, "all_reduce"});
-    if (o.sp) out.push_back({strata::Dim::tp, "all_gather"}), out.push_back({strata::Dim::tp, "reduce_scatter"});
+    if (o.sp)
+      out.push_back({strata::Dim::tp, "all_gather"}),
+          out.push_back({strata::Dim::tp, "reduce_scatter"});
   }
   if (shape.pp > 1) out.push_back({strata::Dim::pp, "send/recv"});
   if (shape.dp > 1) {
@@ -42,7 +44,8 @@ double measure(strata::Communicator& g, const std::string& collective, size_t by
       g.all_gather(strata::Buffer{a.data(), count / size_t(n)}, strata::buffer(b)).wait();
     } else if (collective == "reduce_scatter") {
       g.reduce_scatter(strata::buffer(a), strata::Buffer{b.data(), count / size_t(n)},
-                       strata::ReduceOp::sum).wait();
+                       strata::ReduceOp::sum)
+          .wait();
     } else {  // send/recv: every stage to the next, around the ring, at once
       strata::Work s = g.send(strata::buffer(a), (g.rank() + 1) % n, 7);
       g.recv(strata::buffer(b), (g.rank() + n - 1) % n, 7).wait();
@@ -53,8 +56,9 @@ double measure(strata::Communicator& g, const std::string& collective, size_t by
   g.barrier().wait();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) once();
-  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-  const double factor = collective == "all_reduce" ? 2.0 * (n - 1) / n
+  const double t =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  const double factor = collective == "all_reduce"  ? 2.0 * (n - 1) / n
                         : collective == "send/recv" ? 1.0
                                                     : double(n - 1) / n;
   return factor * double(count * sizeof(float)) / t / 1e9;
@@ -71,7 +75,8 @@ std::string oversubscribed(const strata::JobTopology& job, const std::vector<int
       std::stringstream list(job.ranks[size_t(k)].cpus);
       for (std::string part; std::getline(list, part, ',');) {
         const size_t dash = part.find('-');
-        if (dash == std::string::npos) cpus.insert(part);
+        if (dash == std::string::npos)
+          cpus.insert(part);
         else
           for (int c = std::stoi(part.substr(0, dash)); c <= std::stoi(part.substr(dash + 1)); ++c)
             cpus.insert(std::to_string(c));

@@ -27,8 +27,10 @@ int main(int argc, char** argv) {
     const gpt::CharCorpus data(r.data);
     r.train.model.vocab = data.vocab();
     // A layout the world cannot hold is bad input like a bad flag: one line, exit 2, nothing run.
-    if (r.mode == "validate") gpt::validate_layouts(r, world.size());
-    else gpt::check_layout(r.train, world.size());
+    if (r.mode == "validate")
+      gpt::validate_layouts(r, world.size());
+    else
+      gpt::check_layout(r.train, world.size());
     return r.mode == "validate" ? gpt::run_validate(world, data, r)
                                 : gpt::run_train(world, data, r);
   } catch (const std::invalid_argument& e) {  // the same on every rank: one says it

@@ -16,7 +16,9 @@ const char kFile[] = "gpt-checkpoint.bin";
 class Writer {
  public:
   template <typename T>
-  void put(const T& v) { bytes(&v, sizeof v); }
+  void put(const T& v) {
+    bytes(&v, sizeof v);
+  }
   void bytes(const void* p, size_t n) {
     const auto* c = static_cast<const unsigned char*>(p);
     for (size_t i = 0; i < n; ++i) hash_ = (hash_ ^ c[i]) * 1099511628211ull;
@@ -56,7 +58,8 @@ class Reader {
   bool at_checksum() const { return data_.size() - at_ == sizeof(uint64_t); }
   uint64_t hash_before_checksum() const {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < at_; ++i) h = (h ^ static_cast<unsigned char>(data_[i])) * 1099511628211ull;
+    for (size_t i = 0; i < at_; ++i)
+      h = (h ^ static_cast<unsigned char>(data_[i])) * 1099511628211ull;
     return h;
   }
   [[noreturn]] void fail(const std::string& why) const {

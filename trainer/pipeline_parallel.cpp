@@ -10,8 +10,7 @@ uint32_t tag_of(int kind, int chunk) { return uint32_t(1 + kind * 64 + chunk); }
 }  // namespace
 
 Pipeline::Pipeline(strata::Communicator pp, pp::Schedule schedule, int micro_batches, int chunks)
-    : group_(std::move(pp)), schedule_(schedule), p_(group_.size()), m_(micro_batches),
-      v_(chunks) {
+    : group_(std::move(pp)), schedule_(schedule), p_(group_.size()), m_(micro_batches), v_(chunks) {
   actions_ = pp::schedule(schedule, p_, group_.rank(), m_, v_);
   for (int c = 0; c < v_; ++c) slots_.push_back(pp::chunk_slots(schedule, p_, rank(), m_, v_, c));
 }

@@ -16,7 +16,6 @@
 #include <system_error>
 #include <utility>
 
-
 #include "report_format.hpp"
 #include "report_svg.hpp"
 
@@ -38,8 +37,8 @@ std::string summary_md(const Report& r) {
   const size_t failed = failed_layouts(r);
   std::string o = "# " + md(r.title) + "\n\n";
   if (report_passes(r)) {
-    o += "**PASS**: all " + std::to_string(r.layouts.size()) +
-         " layouts passed: losses within " + rel_diff(r.tolerance) +
+    o += "**PASS**: all " + std::to_string(r.layouts.size()) + " layouts passed: losses within " +
+         rel_diff(r.tolerance) +
          " of one rank's, replicas bit-identical, traffic and memory equal to their formulas, "
          "bandwidth as the topology promises.\n\n";
   } else {
@@ -76,7 +75,8 @@ std::string summary_md(const Report& r) {
 
 std::string inventory_md(const Report& r) {
   std::string o = "## Inventory\n\n| node | ranks |\n|---|---|\n";
-  for (const ReportNode& n : placed_nodes(r, {})) o += "| " + md(n.name) + " | " + rank_set(n.ranks) + " |\n";
+  for (const ReportNode& n : placed_nodes(r, {}))
+    o += "| " + md(n.name) + " | " + rank_set(n.ranks) + " |\n";
   o += "\nLink classes between rank pairs, with the topology's estimate for each:\n\n";
   o += "| class | GB/s | latency us | example pair | pairs |\n|---|--:|--:|---|--:|\n";
   for (const ReportLink& l : r.links)
@@ -87,14 +87,15 @@ std::string inventory_md(const Report& r) {
   return o + "\n![inventory](inventory.svg)\n\n";
 }
 
-std::string layout_md(const Report& r, const ReportLayout& l, size_t index, const std::string& svg) {
+std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
+                      const std::string& svg) {
   std::string o = "### " + std::to_string(index + 1) + ". " + md(l.name) + ": " +
                   (l.pass ? "pass" : "FAIL") + "\n\n";
   o += "tp " + std::to_string(l.tp) + (l.sp ? " (sequence parallel)" : "") + ", pp " +
        std::to_string(l.pp);
   if (!l.schedule.empty())
-    o += " (" + md(l.schedule) + " schedule, " + count_of(l.virtual_stages, "virtual stage", "virtual stages") +
-         " per rank)";
+    o += " (" + md(l.schedule) + " schedule, " +
+         count_of(l.virtual_stages, "virtual stage", "virtual stages") + " per rank)";
   o += ", dp " + std::to_string(l.dp) + ", ZeRO stage " + std::to_string(l.zero_stage) + ", " +
        count_of(l.micro_batches, "micro-batch", "micro-batches") + ".\n\n";
   for (const std::string& why : failure_reasons(l, r.tolerance)) o += "- fails: " + md(why) + "\n";
@@ -125,8 +126,9 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index, cons
   for (const ReportStage& s : l.stages) {
     const bool dp_known = s.dp_bus_bytes_formula >= 0;
     o += "| " + std::to_string(s.stage) + " | " + percent(s.bubble) + " | " +
-         percent(s.ideal_bubble) + " | " + measured(s.tp_bytes, same(s.tp_bytes, s.tp_bytes_formula)) +
-         " | " + exact(s.tp_bytes_formula) + " | " +
+         percent(s.ideal_bubble) + " | " +
+         measured(s.tp_bytes, same(s.tp_bytes, s.tp_bytes_formula)) + " | " +
+         exact(s.tp_bytes_formula) + " | " +
          measured(s.pp_bytes, same(s.pp_bytes, s.pp_bytes_formula)) + " | " +
          exact(s.pp_bytes_formula) + " | " +
          measured(s.dp_bus_bytes, !dp_known || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) +
@@ -170,11 +172,16 @@ std::string numerics_md(const Report& r) {
 std::string provenance_md(const Report& r) {
   std::string o = "## Provenance\n\n| | |\n|---|---|\n";
   const std::pair<const char*, std::string> rows[] = {
-      {"Strata version", r.strata_version}, {"commit", r.commit},
-      {"compiler", r.compiler},             {"date (UTC)", r.date_utc},
-      {"seed", std::to_string(r.seed)},     {"tolerance", rel_diff(r.tolerance)},
-      {"model", r.model},                   {"ranks", std::to_string(r.ranks)},
-      {"steps", std::to_string(r.steps)},   {"global batch", std::to_string(r.global_batch)}};
+      {"Strata version", r.strata_version},
+      {"commit", r.commit},
+      {"compiler", r.compiler},
+      {"date (UTC)", r.date_utc},
+      {"seed", std::to_string(r.seed)},
+      {"tolerance", rel_diff(r.tolerance)},
+      {"model", r.model},
+      {"ranks", std::to_string(r.ranks)},
+      {"steps", std::to_string(r.steps)},
+      {"global batch", std::to_string(r.global_batch)}};
   for (const auto& [k, v] : rows) o += std::string("| ") + k + " | " + md(v) + " |\n";
   const std::string fence = fence_for(r.command_line);
   return o + "\nCommand line:\n\n" + fence + "\n" + r.command_line + "\n" + fence + "\n";
@@ -184,7 +191,8 @@ std::string provenance_md(const Report& r) {
 
 std::string file_safe(const std::string& s) {
   std::string o;
-  for (char c : s.substr(0, 60)) o += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
+  for (char c : s.substr(0, 60))
+    o += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '_';
   return o;
 }
 
@@ -235,7 +243,8 @@ std::vector<std::string> write_report(const std::string& dir, const Report& r) {
   put("inventory.svg", inventory_svg(r));
   put("losses.svg", losses_svg(r));
   put("bubble.svg", bubble_svg(r));
-  put("README.md", summary_md(r) + inventory_md(r) + layouts_md + numerics_md(r) + provenance_md(r));
+  put("README.md",
+      summary_md(r) + inventory_md(r) + layouts_md + numerics_md(r) + provenance_md(r));
   return written;
 }
 

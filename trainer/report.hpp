@@ -22,11 +22,11 @@ struct ReportNode {
 
 /// One distinct link class among the world's rank pairs, as the topology layer rates it.
 struct ReportLink {
-  std::string cls;            ///< "nvlink", "pcie", "ib", ...
-  double bandwidth_gbs = 0;   ///< GB/s
+  std::string cls;           ///< "nvlink", "pcie", "ib", ...
+  double bandwidth_gbs = 0;  ///< GB/s
   double latency_us = 0;
   int example_a = 0, example_b = 0;  ///< one pair of world ranks joined by this class
-  int pairs = 0;              ///< how many rank pairs are
+  int pairs = 0;                     ///< how many rank pairs are
 };
 
 /// Every group of one mesh dimension, each as its world ranks in group order (for "pp", the

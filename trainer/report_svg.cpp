@@ -38,13 +38,13 @@ std::string text(double x, double y, const std::string& s, const std::string& at
 }
 
 std::string rect(double x, double y, double w, double h, const std::string& attrs) {
-  return "<rect x='" + px(x) + "' y='" + px(y) + "' width='" + px(w) + "' height='" + px(h) +
-         "' " + attrs + "/>\n";
+  return "<rect x='" + px(x) + "' y='" + px(y) + "' width='" + px(w) + "' height='" + px(h) + "' " +
+         attrs + "/>\n";
 }
 
 std::string line(double x1, double y1, double x2, double y2, const std::string& attrs) {
-  return "<line x1='" + px(x1) + "' y1='" + px(y1) + "' x2='" + px(x2) + "' y2='" + px(y2) +
-         "' " + attrs + "/>\n";
+  return "<line x1='" + px(x1) + "' y1='" + px(y1) + "' x2='" + px(x2) + "' y2='" + px(y2) + "' " +
+         attrs + "/>\n";
 }
 
 // A round step giving about five grid lines over `range`.
@@ -58,7 +58,6 @@ double nice_step(double range) {
 
 constexpr double kMargin = 16, kCellW = 60, kCellH = 40, kGap = 14, kPad = 12, kHead = 24;
 constexpr size_t kCols = 8;
-
 
 struct Boxes {
   std::string svg;
@@ -87,7 +86,8 @@ Boxes draw_nodes(const std::vector<ReportNode>& nodes, double top, Fill fill, Su
       b.cell.emplace(k, std::make_pair(x, cy));
       b.svg += "<g>";
       b.svg += "<title>rank " + std::to_string(k) + " on " + xml(n.name) + "</title>";
-      b.svg += rect(x, cy, kCellW, kCellH, "rx='3' fill='" + std::string(fill(k)) + "' stroke='#555'");
+      b.svg +=
+          rect(x, cy, kCellW, kCellH, "rx='3' fill='" + std::string(fill(k)) + "' stroke='#555'");
       const std::string s = sub(k);
       b.svg += text(x + kCellW / 2, cy + (s.empty() ? 25 : 18), std::to_string(k),
                     "text-anchor='middle' font-size='14' font-weight='bold'");
@@ -105,9 +105,10 @@ std::string inventory_svg(const Report& r) {
   const std::vector<ReportNode> nodes = placed_nodes(r, {});
   size_t ranks = 0;
   for (const ReportNode& n : nodes) ranks += n.ranks.size();
-  const std::string title = "Inventory: " + count_of(int(r.nodes.size()), "node", "nodes") +
-                            ", " + count_of(int(ranks), "rank", "ranks");
-  Boxes b = draw_nodes(nodes, 40, [](int) { return "white"; }, [](int) { return std::string(); });
+  const std::string title = "Inventory: " + count_of(int(r.nodes.size()), "node", "nodes") + ", " +
+                            count_of(int(ranks), "rank", "ranks");
+  Boxes b = draw_nodes(
+      nodes, 40, [](int) { return "white"; }, [](int) { return std::string(); });
   double y = b.bottom + 8;
   std::string links;
   links += text(kMargin, y, "Link classes (topology estimate per rank pair)", "font-weight='bold'");
@@ -137,7 +138,10 @@ std::string mesh_svg(const Report& r, const ReportLayout& l) {
   std::vector<int> used;
   for (const ReportGroup& d : l.groups)
     for (const auto& g : d.groups) used.insert(used.end(), g.begin(), g.end());
-  const auto stage_of = [&](int k) { auto it = stage.find(k); return it == stage.end() ? 0 : it->second; };
+  const auto stage_of = [&](int k) {
+    auto it = stage.find(k);
+    return it == stage.end() ? 0 : it->second;
+  };
   const bool staged = l.pp > 1 || !stage.empty();
   const std::string title = l.name + ": tp " + std::to_string(l.tp) + " x pp " +
                             std::to_string(l.pp) + " x dp " + std::to_string(l.dp);
@@ -158,8 +162,8 @@ std::string mesh_svg(const Report& r, const ReportLayout& l) {
       std::sort(at.begin(), at.end(), [](auto& a, auto& c) {
         return a.second != c.second ? a.second < c.second : a.first < c.first;
       });
-      const std::string stroke =
-          std::string("fill='none' stroke-width='2.5' rx='7' stroke='") + line_colour(colour++) + "'";
+      const std::string stroke = std::string("fill='none' stroke-width='2.5' rx='7' stroke='") +
+                                 line_colour(colour++) + "'";
       for (size_t i = 0; i < at.size();) {
         size_t j = i + 1;
         while (j < at.size() && at[j].second == at[i].second &&
@@ -184,7 +188,8 @@ std::string mesh_svg(const Report& r, const ReportLayout& l) {
   y += 22;
   legend += text(kMargin, y,
                  "ZeRO stage " + std::to_string(l.zero_stage) + ", " +
-                     count_of(l.micro_batches, "micro-batch", "micro-batches") + (l.sp ? ", sequence parallel" : "") +
+                     count_of(l.micro_batches, "micro-batch", "micro-batches") +
+                     (l.sp ? ", sequence parallel" : "") +
                      (l.schedule.empty() ? "" : ", " + l.schedule + " schedule"),
                  "fill='#444'");
   const double w = std::max({b.width + 2 * kMargin, x + 160, 420.0});
@@ -235,8 +240,8 @@ std::string losses_svg(const Report& r) {
   size_t longest = 18;  // "reference (1 rank)"
   for (const ReportLayout& l : r.layouts) longest = std::max(longest, l.name.size());
   const double height = std::max(top + ph + 50, top + 18.0 * (r.layouts.size() + 2));
-  std::string o = svg_open(left + pw + 80 + 7 * longest, height,
-                           "Loss per step: reference and every layout");
+  std::string o =
+      svg_open(left + pw + 80 + 7 * longest, height, "Loss per step: reference and every layout");
   for (int i = 0, n = int(std::lround((y1 - y0) / ys)); i <= n; ++i) {
     const double v = y0 + i * ys, y = top + ph - (v - y0) / (y1 - y0) * ph;
     o += line(left, y, left + pw, y, "stroke='#ddd'");
@@ -251,13 +256,14 @@ std::string losses_svg(const Report& r) {
   }
   o += rect(left, top, pw, ph, "fill='none' stroke='#888'");
   o += text(left + pw / 2, top + ph + 38, "step", "text-anchor='middle'");
-  o += text(16, top + ph / 2, "loss", "text-anchor='middle' transform='rotate(-90 16 " +
-                                          px(top + ph / 2) + ")'");
+  o += text(16, top + ph / 2, "loss",
+            "text-anchor='middle' transform='rotate(-90 16 " + px(top + ph / 2) + ")'");
   o += polylines(r.reference_losses, x0, x1, y0, y1, left, top, pw, ph,
                  "stroke='#000' stroke-opacity='0.35' stroke-width='5'");
   for (size_t i = 0; i < r.layouts.size(); ++i)
-    o += polylines(r.layouts[i].losses, x0, x1, y0, y1, left, top, pw, ph,
-                   std::string("stroke='") + line_colour(i) + "' stroke-width='1.5' stroke-dasharray='6 3'");
+    o += polylines(
+        r.layouts[i].losses, x0, x1, y0, y1, left, top, pw, ph,
+        std::string("stroke='") + line_colour(i) + "' stroke-width='1.5' stroke-dasharray='6 3'");
   // Legend, one row per curve.
   const double lx = left + pw + 20;
   double ly = top + 6;
@@ -265,8 +271,9 @@ std::string losses_svg(const Report& r) {
   o += text(lx + 36, ly + 4, "reference (1 rank)");
   for (size_t i = 0; i < r.layouts.size(); ++i) {
     ly += 18;
-    o += line(lx, ly, lx + 28, ly,
-              std::string("stroke='") + line_colour(i) + "' stroke-width='1.5' stroke-dasharray='6 3'");
+    o += line(
+        lx, ly, lx + 28, ly,
+        std::string("stroke='") + line_colour(i) + "' stroke-width='1.5' stroke-dasharray='6 3'");
     o += text(lx + 36, ly + 4, r.layouts[i].name);
   }
   return o + "</svg>\n";
@@ -286,13 +293,14 @@ std::string bubble_svg(const Report& r) {
     pw += std::max<size_t>(1, l.stages.size()) * bw + group_gap;
   }
   const double ymax = std::max(0.1, std::ceil(hi * 10 - 1e-9) / 10);  // 10% steps
-  const double bottom = 30 + std::min(300.0, 4.0 * longest);            // rotated names
+  const double bottom = 30 + std::min(300.0, 4.0 * longest);          // rotated names
   // Few layouts: widen the gaps rather than leave the right side empty.
   const double min_pw = std::max(440.0, 80.0 * (stages + 1));
   const double gap = group_gap + (pw < min_pw ? (min_pw - pw) / (r.layouts.size() + 1) : 0);
   pw = std::max(pw, min_pw);
   const double width = left + pw + 20;
-  std::string o = svg_open(width, top + ph + bottom, "Pipeline bubble per stage (bar) vs ideal (tick)");
+  std::string o =
+      svg_open(width, top + ph + bottom, "Pipeline bubble per stage (bar) vs ideal (tick)");
   // Legend row under the title.
   double x = left;
   for (size_t s = 0; s < stages; ++s) {
@@ -318,15 +326,17 @@ std::string bubble_svg(const Report& r) {
       const double bx = x + i * bw;
       o += "<g><title>" + xml(l.name) + " stage " + std::to_string(s.stage) + ": bubble " +
            percent(s.bubble) + ", ideal " + percent(s.ideal_bubble) + "</title>";
-      o += rect(bx + 1, Y(s.bubble), bw - 2, top + ph - Y(s.bubble),
-                "fill='" + std::string(stage_fill(size_t(std::max(0, s.stage)))) + "' stroke='#555'");
+      o += rect(
+          bx + 1, Y(s.bubble), bw - 2, top + ph - Y(s.bubble),
+          "fill='" + std::string(stage_fill(size_t(std::max(0, s.stage)))) + "' stroke='#555'");
       o += line(bx - 1, Y(s.ideal_bubble), bx + bw + 1, Y(s.ideal_bubble),
                 "stroke='#000' stroke-width='3'");
       o += "</g>\n";
     }
     const double cx = x + gw / 2, ty = top + ph + 14;
-    o += text(cx, ty, l.name,
-              "text-anchor='end' font-size='11' transform='rotate(-35 " + px(cx) + ' ' + px(ty) + ")'");
+    o += text(
+        cx, ty, l.name,
+        "text-anchor='end' font-size='11' transform='rotate(-35 " + px(cx) + ' ' + px(ty) + ")'");
     x += gw + gap;
   }
   o += line(left, top + ph, left + pw, top + ph, "stroke='#888'");

@@ -14,33 +14,37 @@ namespace {
 std::string json_escape(const std::string& s) {
   std::string o;
   for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\', o += char(ch);
-    else if (ch == '\n') o += "\\n";
+    if (ch == '"' || ch == '\\')
+      o += '\\', o += char(ch);
+    else if (ch == '\n')
+      o += "\\n";
     else if (ch < 0x20) {
       char b[8];
       std::snprintf(b, sizeof b, "\\u%04x", ch);
       o += b;
-    } else o += char(ch);
+    } else
+      o += char(ch);
   }
   return o;
 }
 
 void write_json(const std::string& path, const RunOptions& r, int ranks,
-                const strata::MemoryReport& memory,
-                size_t activation_bytes,
+                const strata::MemoryReport& memory, size_t activation_bytes,
                 const std::vector<StepReport>& steps, const std::vector<std::pair<int, float>>& val,
                 const std::string& sample) {
   std::ofstream f(path);
   const Config& c = r.train.model;
   f << "{\"ranks\": " << ranks << ", \"layout\": \"" << layout_name(r.train, ranks)
-    << "\", \"tp\": " << r.train.tp << ", \"pp\": " << r.train.pp << ", \"sp\": "
-    << (r.train.sp ? "true" : "false") << ", \"micro_batches\": " << r.train.micro_batches
-    << ", \"memory\": {\"param_bytes\": " << memory.param_bytes << ", \"grad_bytes\": "
-    << memory.grad_bytes << ", \"optimizer_bytes\": " << memory.optimizer_bytes
+    << "\", \"tp\": " << r.train.tp << ", \"pp\": " << r.train.pp
+    << ", \"sp\": " << (r.train.sp ? "true" : "false")
+    << ", \"micro_batches\": " << r.train.micro_batches
+    << ", \"memory\": {\"param_bytes\": " << memory.param_bytes
+    << ", \"grad_bytes\": " << memory.grad_bytes
+    << ", \"optimizer_bytes\": " << memory.optimizer_bytes
     << ", \"activation_bytes\": " << activation_bytes << "}"
-    << ", \"stage\": " << r.train.stage << ", \"config\": {\"vocab\": "
-    << c.vocab << ", \"ctx\": " << c.ctx << ", \"layers\": " << c.layers << ", \"heads\": "
-    << c.heads << ", \"embd\": " << c.embd << ", \"params\": " << c.num_params()
+    << ", \"stage\": " << r.train.stage << ", \"config\": {\"vocab\": " << c.vocab
+    << ", \"ctx\": " << c.ctx << ", \"layers\": " << c.layers << ", \"heads\": " << c.heads
+    << ", \"embd\": " << c.embd << ", \"params\": " << c.num_params()
     << "}, \"global_batch\": " << r.train.global_batch << ",\n \"steps\": [";
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepReport& s = steps[i];
@@ -49,8 +53,8 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
                   "%s\n  {\"step\": %d, \"loss\": %.9g, \"lr\": %.6g, \"seconds\": %.6f, "
                   "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
                   "\"grad_norm\": %.6g, \"stages\": [",
-                  i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds,
-                  s.exposed_seconds, s.bus_bytes, s.grad_norm);
+                  i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds, s.exposed_seconds,
+                  s.bus_bytes, s.grad_norm);
     f << line;
     for (size_t k = 0; k < s.stages.size(); ++k) {
       const StepReport::Stage& g = s.stages[k];
@@ -83,19 +87,20 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
     const Memory f = memory_formula(o, world.size(), s);
     const bool equal = size_t(g[0]) == f.param_bytes && size_t(g[1]) == f.grad_bytes &&
                        size_t(g[2]) == f.optimizer_bytes;
-    std::printf("memory per rank%s: params %lld B, grads %lld B, optimizer %lld B (%s the formula), "
-                "activations %lld B\n",
-                o.pp > 1 ? (" of stage " + std::to_string(s)).c_str() : "", (long long)g[0],
-                (long long)g[1], (long long)g[2], equal ? "equal to" : "DIFFERENT from",
-                (long long)g[3]);
+    std::printf(
+        "memory per rank%s: params %lld B, grads %lld B, optimizer %lld B (%s the formula), "
+        "activations %lld B\n",
+        o.pp > 1 ? (" of stage " + std::to_string(s)).c_str() : "", (long long)g[0],
+        (long long)g[1], (long long)g[2], equal ? "equal to" : "DIFFERENT from", (long long)g[3]);
   }
 }
 
 void print_step(const StepReport& s, const TrainOptions& o) {
   const double tok = double(o.global_batch) * o.model.ctx / s.seconds;
-  std::printf("step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%%",
-              s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds,
-              100 * s.comm_seconds / s.seconds, 100 * s.exposed_seconds / s.seconds);
+  std::printf(
+      "step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%%",
+      s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds, 100 * s.comm_seconds / s.seconds,
+      100 * s.exposed_seconds / s.seconds);
   if (s.grad_norm > 0) std::printf("  gnorm %.3f", s.grad_norm);
   if (o.pp > 1) {
     std::printf("  bubble");
@@ -120,11 +125,11 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   }
   const Config& c = o.model;
   if (lead)
-    std::printf("strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
-                "global batch %d x %d tokens, %d micro-batches, %d steps\n",
-                c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, world.size(),
-                layout_name(o, world.size()).c_str(), o.global_batch, c.ctx, o.micro_batches,
-                o.steps);
+    std::printf(
+        "strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
+        "global batch %d x %d tokens, %d micro-batches, %d steps\n",
+        c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, world.size(),
+        layout_name(o, world.size()).c_str(), o.global_batch, c.ctx, o.micro_batches, o.steps);
   print_memory(world, t, o);
   std::vector<StepReport> steps;
   std::vector<std::pair<int, float>> train_curve, val_curve;
@@ -157,8 +162,8 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
     std::printf("loss curve: %s\n", r.plot.c_str());
   }
   if (lead && !r.json.empty())
-    write_json(r.json, r, world.size(), t.engine().memory(), t.activation_bytes(),
-               steps, val_curve, text);
+    write_json(r.json, r, world.size(), t.engine().memory(), t.activation_bytes(), steps, val_curve,
+               text);
   return 0;
 }
 

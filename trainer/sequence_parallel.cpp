@@ -14,8 +14,10 @@ void permute(float* chunked, float* ordered, int tp, int B, int T, int C) {
     for (int b = 0; b < B; ++b) {
       float* c = chunked + (size_t(r) * B + b) * run;
       float* o = ordered + size_t(b) * T * C + size_t(r) * run;
-      if (ToChunks) std::copy_n(o, run, c);
-      else std::copy_n(c, run, o);
+      if (ToChunks)
+        std::copy_n(o, run, c);
+      else
+        std::copy_n(c, run, o);
     }
 }
 }  // namespace
@@ -35,8 +37,8 @@ void reduce_scatter_rows(strata::Communicator& tp, const float* partial, float* 
   const size_t n = size_t(B) * T * C;
   staging.resize(n);
   permute<true>(staging.data(), const_cast<float*>(partial), tp.size(), B, T, C);
-  tp.reduce_scatter(strata::Buffer{staging.data(), n},
-                    strata::Buffer{local, n / size_t(tp.size())}, strata::ReduceOp::sum)
+  tp.reduce_scatter(strata::Buffer{staging.data(), n}, strata::Buffer{local, n / size_t(tp.size())},
+                    strata::ReduceOp::sum)
       .wait();
 }
 

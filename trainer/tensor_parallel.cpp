@@ -81,24 +81,32 @@ std::vector<strata::TensorSpec> tp_param_specs(const Config& c, int tp) {
   std::vector<strata::TensorSpec> specs = param_specs(c);
   for (auto& s : specs) {
     switch (tp_split(s.name)) {
-      case TpSplit::replicated: break;
+      case TpSplit::replicated:
+        break;
       case TpSplit::rows:
-      case TpSplit::qkv_rows: s.shape[0] /= size_t(tp); break;
-      case TpSplit::columns: s.shape[1] /= size_t(tp); break;
-      case TpSplit::vocab: s.shape[0] = size_t(padded_vocab(c.vocab, tp) / tp); break;
+      case TpSplit::qkv_rows:
+        s.shape[0] /= size_t(tp);
+        break;
+      case TpSplit::columns:
+        s.shape[1] /= size_t(tp);
+        break;
+      case TpSplit::vocab:
+        s.shape[0] = size_t(padded_vocab(c.vocab, tp) / tp);
+        break;
     }
   }
   return specs;
 }
 
-std::vector<float> tp_slice(const Config& c, size_t t, std::span<const float> full, int tp,
-                            int r) {
+std::vector<float> tp_slice(const Config& c, size_t t, std::span<const float> full, int tp, int r) {
   const auto specs = param_specs(c);
   std::vector<float> out;
   for (const Run& run : slice_runs(c, specs.at(t), tp, r)) {
-    if (run.offset == kZeros) out.insert(out.end(), run.count, 0.0f);
-    else out.insert(out.end(), full.begin() + long(run.offset),
-                    full.begin() + long(run.offset + run.count));
+    if (run.offset == kZeros)
+      out.insert(out.end(), run.count, 0.0f);
+    else
+      out.insert(out.end(), full.begin() + long(run.offset),
+                 full.begin() + long(run.offset + run.count));
   }
   return out;
 }

@@ -16,8 +16,7 @@ void Trainer::Impl::ready_unit(int g) {
   const auto& lay = engine.layout();
   const size_t u = size_t(unit_of[size_t(g)]);
   for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) {
-    if (tp && o.sp && is_layernorm(lay.tensors()[t].name))
-      tp->all_reduce_sum(engine.grad(t));
+    if (tp && o.sp && is_layernorm(lay.tensors()[t].name)) tp->all_reduce_sum(engine.grad(t));
     const bool tied_wte = g == 0 && t == lay.unit_first_tensor(u) && tied;
     if (!tied_wte) engine.ready(t);
   }
@@ -28,8 +27,8 @@ void Trainer::Impl::launch_tied_reduction() {
 }
 
 void Trainer::Impl::load_batch(Split split, int step, int m) {
-  const size_t first = size_t(mesh.coord(strata::Dim::dp)) * size_t(o.micro_batches * micro) +
-                       size_t(m * micro);
+  const size_t first =
+      size_t(mesh.coord(strata::Dim::dp)) * size_t(o.micro_batches * micro) + size_t(m * micro);
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
 }
 

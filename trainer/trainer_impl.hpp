@@ -53,10 +53,10 @@ struct Trainer::Impl {
   int micro;                           // sequences per micro-batch
   std::unique_ptr<TensorParallel> tp;  // null when tp = 1
   Pipeline pipe;
-  std::vector<int> unit_of;            // global unit -> engine unit (-1: not on this rank)
-  int wte_copy = -1;                   // engine unit of the tied wte copy, or -1
-  std::vector<int> global_tensor;      // engine tensor -> index into param_specs
-  std::vector<Model> chunks;           // one per model chunk of this rank's stage
+  std::vector<int> unit_of;        // global unit -> engine unit (-1: not on this rank)
+  int wte_copy = -1;               // engine unit of the tied wte copy, or -1
+  std::vector<int> global_tensor;  // engine tensor -> index into param_specs
+  std::vector<Model> chunks;       // one per model chunk of this rank's stage
   strata::ZeroEngine engine;
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited

@@ -33,9 +33,9 @@ enum Field { kPass, kCompute, kTp, kPp, kDp, kParam, kGrad, kOpt, kAct, kFormula
 struct LayoutRun {
   std::vector<float> losses;
   double step_s = 0;
-  bool identical = true;                 // every replica bit-identical at the end
-  std::vector<double> fields;            // this rank's, kFields of them
-  std::vector<ReportBandwidth> probes;   // rank 0 only
+  bool identical = true;                // every replica bit-identical at the end
+  std::vector<double> fields;           // this rank's, kFields of them
+  std::vector<ReportBandwidth> probes;  // rank 0 only
 };
 
 // Whether this rank's traffic and memory equal the formulas.
@@ -66,9 +66,16 @@ LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const T
   run.identical = t.replicas_identical();
   const strata::MemoryReport mem = t.engine().memory();
   const int n = comm.size(), stage = comm.rank() / (n / o.pp);  // pp is the slowest dimension
-  run.fields = {pass, compute, last.tp_bus_bytes, last.pp_bytes, last.bus_bytes,
-                double(mem.param_bytes), double(mem.grad_bytes), double(mem.optimizer_bytes),
-                double(t.activation_bytes()), matches_formulas(o, last, mem, n, stage) ? 1.0 : 0.0};
+  run.fields = {pass,
+                compute,
+                last.tp_bus_bytes,
+                last.pp_bytes,
+                last.bus_bytes,
+                double(mem.param_bytes),
+                double(mem.grad_bytes),
+                double(mem.optimizer_bytes),
+                double(t.activation_bytes()),
+                matches_formulas(o, last, mem, n, stage) ? 1.0 : 0.0};
   if (probe) run.probes = probe_groups(t.mesh(), o, threshold);
   return run;
 }
@@ -76,8 +83,8 @@ LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const T
 double max_relative_diff(const std::vector<float>& a, const std::vector<float>& ref) {
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i)
-    worst = std::max(worst, std::fabs(double(a[i]) - ref[i]) /
-                                std::max(1e-12, std::fabs(double(ref[i]))));
+    worst = std::max(worst,
+                     std::fabs(double(a[i]) - ref[i]) / std::max(1e-12, std::fabs(double(ref[i]))));
   return worst;
 }
 
@@ -107,7 +114,8 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
   l.step_ms = 1e3 * run.step_s;
   // Bubble: the share of the pipeline's time (its longest stage's passes) a stage did not compute.
   double span = 0;
-  for (int s = 0; s < o.pp; ++s) span = std::max(span, all[size_t(s) * size_t(n / o.pp) * kFields + kPass]);
+  for (int s = 0; s < o.pp; ++s)
+    span = std::max(span, all[size_t(s) * size_t(n / o.pp) * kFields + kPass]);
   for (int s = 0; s < o.pp; ++s) {
     const double* f = all.data() + size_t(s) * size_t(n / o.pp) * kFields;  // tp 0, dp 0
     const Traffic tf = traffic_formula(o, n, s);
@@ -115,7 +123,8 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
     ReportStage st;
     st.stage = s;
     st.bubble = span > 0 ? 1 - f[kCompute] / span : 0;
-    st.ideal_bubble = o.pp > 1 ? pp::ideal_bubble(o.schedule, o.pp, o.micro_batches, o.virtual_stages) : 0;
+    st.ideal_bubble =
+        o.pp > 1 ? pp::ideal_bubble(o.schedule, o.pp, o.micro_batches, o.virtual_stages) : 0;
     st.tp_bytes = f[kTp], st.tp_bytes_formula = tf.tp_bus_bytes;
     st.pp_bytes = f[kPp], st.pp_bytes_formula = tf.pp_bytes, st.dp_bus_bytes = f[kDp];
     st.dp_bus_bytes_formula = tf.dp_known ? tf.dp_bus_bytes : -1;
@@ -146,27 +155,33 @@ void inventory(const strata::JobTopology& job, Report& rep) {
       auto it = std::find_if(rep.links.begin(), rep.links.end(), [&](const ReportLink& k) {
         return k.cls == cls && k.bandwidth_gbs == l.bandwidth_gbs;
       });
-      if (it == rep.links.end()) rep.links.push_back({cls, l.bandwidth_gbs, l.latency_us, a, b, 1});
-      else ++it->pairs;
+      if (it == rep.links.end())
+        rep.links.push_back({cls, l.bandwidth_gbs, l.latency_us, a, b, 1});
+      else
+        ++it->pairs;
     }
 }
 
 void print_row(const ReportLayout& l) {
   double bubble = 0, tp = 0, pp = 0;
-  for (const auto& s : l.stages) bubble = std::max(bubble, s.bubble), tp += s.tp_bytes, pp += s.pp_bytes;
+  for (const auto& s : l.stages)
+    bubble = std::max(bubble, s.bubble), tp += s.tp_bytes, pp += s.pp_bytes;
   // links: the worst judged probe's share of its promise ("n/j": probes ran but sharing cores
   // made them unfit to judge).
   double worst = -1;
   for (const auto& b : l.bandwidth)
     if (b.judged && b.promise_gbs > 0)
-      worst = worst < 0 ? b.busbw_gbs / b.promise_gbs : std::min(worst, b.busbw_gbs / b.promise_gbs);
+      worst =
+          worst < 0 ? b.busbw_gbs / b.promise_gbs : std::min(worst, b.busbw_gbs / b.promise_gbs);
   char links[32] = "-";
-  if (worst >= 0) std::snprintf(links, sizeof links, "%.0f%%", 100 * worst);
-  else if (!l.bandwidth.empty()) std::snprintf(links, sizeof links, "n/j");
-  std::printf("%-26s %13.2e %6s %5s %8.1f %7.0f%% %10.3f %10.3f %9.0f %9.0f %6s%s\n", l.name.c_str(),
-              l.max_rel_diff, l.pass ? "pass" : "FAIL", l.replicas_identical ? "yes" : "NO",
-              l.step_ms, 100 * bubble, tp / 1e6, pp / 1e6, l.stages[0].param_bytes / 1e3,
-              l.stages[0].activation_bytes / 1e3, links,
+  if (worst >= 0)
+    std::snprintf(links, sizeof links, "%.0f%%", 100 * worst);
+  else if (!l.bandwidth.empty())
+    std::snprintf(links, sizeof links, "n/j");
+  std::printf("%-26s %13.2e %6s %5s %8.1f %7.0f%% %10.3f %10.3f %9.0f %9.0f %6s%s\n",
+              l.name.c_str(), l.max_rel_diff, l.pass ? "pass" : "FAIL",
+              l.replicas_identical ? "yes" : "NO", l.step_ms, 100 * bubble, tp / 1e6, pp / 1e6,
+              l.stages[0].param_bytes / 1e3, l.stages[0].activation_bytes / 1e3, links,
               l.formulas_match ? "" : "  (traffic or memory differs from its formula)");
   std::fflush(stdout);
 }
@@ -205,17 +220,18 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
     TrainOptions ro = r.train;
     ro.stage = 0, ro.tp = ro.pp = 1, ro.sp = false, ro.virtual_stages = 1;
     ro.micro_batches = r.train.micro_batches * n;
-    std::printf("# strata-gpt validate: %zu parameters, %d ranks on %zu nodes, %zu layouts, %d "
-                "steps, global batch %d; computing the 1-rank reference...\n",
-                r.train.model.num_params(), n, job.nodes.size(), layouts.size(), ro.steps,
-                ro.global_batch);
+    std::printf(
+        "# strata-gpt validate: %zu parameters, %d ranks on %zu nodes, %zu layouts, %d "
+        "steps, global batch %d; computing the 1-rank reference...\n",
+        r.train.model.num_params(), n, job.nodes.size(), layouts.size(), ro.steps, ro.global_batch);
     std::fflush(stdout);
     ref = run_layout(one, data, ro, r.bw_threshold, false);
     rep.reference_losses = ref.losses, rep.reference_step_ms = 1e3 * ref.step_s;
-    std::printf("# pass: max |loss - reference| / reference <= %.1e over every step, replicas "
-                "bit-identical, traffic and memory equal to their formulas on every rank, each "
-                "group's bus bandwidth >= %.0f%% of its weakest link's promise (links: the worst)\n",
-                r.tolerance, 100 * r.bw_threshold);
+    std::printf(
+        "# pass: max |loss - reference| / reference <= %.1e over every step, replicas "
+        "bit-identical, traffic and memory equal to their formulas on every rank, each "
+        "group's bus bandwidth >= %.0f%% of its weakest link's promise (links: the worst)\n",
+        r.tolerance, 100 * r.bw_threshold);
     std::printf("%-26s %13s %6s %5s %8s %8s %10s %10s %9s %9s %6s\n", "# layout", "max_rel_diff",
                 "result", "repl", "step_ms", "bubble", "tp_MB/step", "pp_MB/step", "param_KB",
                 "act_KB", "links");

@@ -94,7 +94,8 @@ void Trainer::save(const std::string& dir) {
     }
   std::vector<int> ok{error.empty() ? 1 : 0};
   I.metrics.broadcast(strata::buffer(ok), 0).wait();
-  if (!ok[0]) throw std::runtime_error(error.empty() ? "checkpoint: rank 0 could not write " + dir : error);
+  if (!ok[0])
+    throw std::runtime_error(error.empty() ? "checkpoint: rank 0 could not write " + dir : error);
 }
 
 void Trainer::load(const std::string& dir) {
@@ -103,12 +104,10 @@ void Trainer::load(const std::string& dir) {
   const Config& c = I.o.model;
   if (w.model.vocab != c.vocab || w.model.ctx != c.ctx || w.model.layers != c.layers ||
       w.model.heads != c.heads || w.model.embd != c.embd)
-    throw std::invalid_argument("checkpoint " + dir + " holds another model (L " +
-                                std::to_string(w.model.layers) + ", H " +
-                                std::to_string(w.model.heads) + ", C " +
-                                std::to_string(w.model.embd) + ", T " +
-                                std::to_string(w.model.ctx) + ", V " +
-                                std::to_string(w.model.vocab) + ")");
+    throw std::invalid_argument(
+        "checkpoint " + dir + " holds another model (L " + std::to_string(w.model.layers) + ", H " +
+        std::to_string(w.model.heads) + ", C " + std::to_string(w.model.embd) + ", T " +
+        std::to_string(w.model.ctx) + ", V " + std::to_string(w.model.vocab) + ")");
   const auto specs = param_specs(c);
   const std::vector<size_t> offset = offsets(specs);
   const int tpr = I.tp ? I.tp->rank() : 0;

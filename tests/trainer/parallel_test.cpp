@@ -66,7 +66,8 @@ size_t wte_numel(const TrainOptions& o) { return size_t(o.model.vocab) * size_t(
 double max_rel(std::span<const float> a, std::span<const float> b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(1e-6, std::fabs(double(b[i]))));
+    worst =
+        std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(1e-6, std::fabs(double(b[i]))));
   return worst;
 }
 
@@ -87,7 +88,8 @@ TEST(Pipeline, SchedulesEqualOneRankBitForBitButTheTiedEmbedding) {
   for (int p = 2; p <= w.size(); ++p) {
     strata::Communicator pipe = w.split(w.rank() < p ? 0 : -1, w.rank());
     if (!pipe) continue;
-    for (auto [s, v] : {std::pair{pp::Schedule::gpipe, 1}, {pp::Schedule::one_f_one_b, 1},
+    for (auto [s, v] : {std::pair{pp::Schedule::gpipe, 1},
+                        {pp::Schedule::one_f_one_b, 1},
                         {pp::Schedule::interleaved, 2}}) {
       TrainOptions o = layout(base, 1, p, s, v);
       o.micro_batches = w.size();  // the reference's micro-batches, all in one pipeline
@@ -98,7 +100,8 @@ TEST(Pipeline, SchedulesEqualOneRankBitForBitButTheTiedEmbedding) {
           << what;
       const double wte = max_rel(std::span(got.params).first(V), std::span(ref.params).first(V));
       EXPECT_LT(wte, 1e-5) << what;
-      if (w.rank() == 0) std::printf("[ measured ] %s: wte after one step within %.2e\n", what.c_str(), wte);
+      if (w.rank() == 0)
+        std::printf("[ measured ] %s: wte after one step within %.2e\n", what.c_str(), wte);
     }
   }
 }
@@ -255,7 +258,8 @@ std::string shared_dir(const std::string& what) {
   std::vector<int64_t> pid{int64_t(::getpid())};
   w.broadcast(strata::buffer(pid), 0).wait();
   return (std::filesystem::temp_directory_path() /
-          ("strata-gpt-" + what + "-" + std::to_string(pid[0]))).string();
+          ("strata-gpt-" + what + "-" + std::to_string(pid[0])))
+      .string();
 }
 
 TEST(Checkpoint, SavedInOneLayoutResumesInAnotherWithTheUninterruptedLosses) {

@@ -2,6 +2,8 @@
 // executor's semantics: a pass receives (blocking) right before it runs and sends right after it,
 // and sends never block. Every accepted shape must finish, run each pass once, hold what the
 // formulas say and, with uniform pass costs, reach the ideal bubble.
+#include "trainer/pipeline_schedule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +11,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "trainer/pipeline_schedule.hpp"
 
 namespace {
 

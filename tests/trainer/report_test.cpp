@@ -1,8 +1,9 @@
 // The certification report writer: a hand-made Report (2 nodes, 2 layouts, one failing a
 // bandwidth probe) written to a scratch directory and read back element by element: files,
 // verdict, sections, exact cells, well-formed and escaped SVG, determinism, errors.
-#include <gtest/gtest.h>
+#include "trainer/report.hpp"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <cctype>
@@ -14,8 +15,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "trainer/report.hpp"
 
 namespace {
 
@@ -131,8 +130,12 @@ gpt::Report passing_report() {
 }
 
 std::vector<std::string> expected_files(const std::string& dir) {
-  return {dir + "/mesh-01-tp2.pp2.1f1b.dp2.svg", dir + "/mesh-02-tp2.dp4.zero1.svg",
-          dir + "/inventory.svg", dir + "/losses.svg", dir + "/bubble.svg", dir + "/README.md"};
+  return {dir + "/mesh-01-tp2.pp2.1f1b.dp2.svg",
+          dir + "/mesh-02-tp2.dp4.zero1.svg",
+          dir + "/inventory.svg",
+          dir + "/losses.svg",
+          dir + "/bubble.svg",
+          dir + "/README.md"};
 }
 
 TEST(Report, WritesTheFilesItLists) {
@@ -160,7 +163,8 @@ TEST(Report, FailVerdictNamesTheLayoutAndTheReason) {
                              "reached 0.4 GB/s, needs >= 5% of 12.0 GB/s (ib)\n"),
             std::string::npos)
       << first_lines;
-  EXPECT_EQ(first_lines.find("tp2.pp2.1f1b.dp2"), std::string::npos);  // the passing one is not blamed
+  EXPECT_EQ(first_lines.find("tp2.pp2.1f1b.dp2"),
+            std::string::npos);  // the passing one is not blamed
   EXPECT_EQ(md.find("PASS"), std::string::npos);
 }
 
@@ -169,9 +173,9 @@ TEST(Report, SectionsComeInOrder) {
   gpt::write_report(t.path, make_report());
   const std::string md = read_all(t.path + "/README.md");
   size_t at = 0;
-  for (const char* h : {"\n## Summary\n", "\n## Inventory\n", "\n## Layouts\n",
-                        "\n### 1. tp2.pp2.1f1b.dp2: pass\n", "\n### 2. tp2.dp4.zero1: FAIL\n",
-                        "\n## Numerics\n", "\n## Provenance\n"}) {
+  for (const char* h :
+       {"\n## Summary\n", "\n## Inventory\n", "\n## Layouts\n", "\n### 1. tp2.pp2.1f1b.dp2: pass\n",
+        "\n### 2. tp2.dp4.zero1: FAIL\n", "\n## Numerics\n", "\n## Provenance\n"}) {
     const size_t next = md.find(h, at);
     ASSERT_NE(next, std::string::npos) << h;
     at = next + 1;
@@ -207,8 +211,9 @@ TEST(Report, CellsHoldTheExactFigures) {
   EXPECT_NE(md.find(" | 65536 | 65536 | 106944 | 106944 |\n"), std::string::npos);
   EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 | n/a |\n"),
             std::string::npos);
-  EXPECT_NE(md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
-            std::string::npos);
+  EXPECT_NE(
+      md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
+      std::string::npos);
   // Numerics and provenance.
   EXPECT_NE(md.find("| tp2.dp4.zero1 | 3.10e-08 | yes | no | yes | 3.1701 | **FAIL** |\n"),
             std::string::npos);
