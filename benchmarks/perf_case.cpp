@@ -31,6 +31,7 @@ void store(void* base, size_t i, DataType dt, double v, int64_t iv) {
     case DataType::u8: { auto x = uint8_t(uint64_t(iv)); std::memcpy(p + i, &x, 1); break; }
     case DataType::i32: { auto x = int32_t(uint64_t(iv)); std::memcpy(p + 4 * i, &x, 4); break; }
     case DataType::i64: std::memcpy(p + 8 * i, &iv, 8); break;
+    default: break;  // strata-perf measures the dtypes of its -d list (kDtypes) only
   }
 }
 
@@ -45,6 +46,7 @@ void store_reduced(void* dst, size_t at, DataType dt, ReduceOp op, int n, size_t
       case ReduceOp::prod: acc *= v, facc *= double(v); break;
       case ReduceOp::min: acc = std::min(acc, v), facc = std::min(facc, double(v)); break;
       case ReduceOp::max: acc = std::max(acc, v), facc = std::max(facc, double(v)); break;
+      default: break;  // and the ops of its -o list (kOps) only
     }
   }
   if (op == ReduceOp::avg) {

@@ -60,6 +60,12 @@ const char* nccl_type_name(strata::DataType t) {
     case strata::DataType::u8: return "uint8";
     case strata::DataType::i32: return "int32";
     case strata::DataType::i64: return "int64";
+    case strata::DataType::boolean: return "bool";
+    case strata::DataType::i16: return "int16";
+    case strata::DataType::u32: return "uint32";
+    case strata::DataType::u64: return "uint64";
+    case strata::DataType::c64: return "complex64";
+    case strata::DataType::c128: return "complex128";
   }
   return "?";
 }

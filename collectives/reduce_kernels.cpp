@@ -35,6 +35,43 @@ void reduce_typed(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
     case ReduceOp::prod: apply(out, a, b, n, [](T x, T y) { return T(W(x) * W(y)); }); break;
     case ReduceOp::min: apply(out, a, b, n, [](T x, T y) { return std::min(x, y); }); break;
     case ReduceOp::max: apply(out, a, b, n, [](T x, T y) { return std::max(x, y); }); break;
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor:
+      if constexpr (std::is_integral_v<T>) {
+        if (op == ReduceOp::band) apply(out, a, b, n, [](T x, T y) { return T(x & y); });
+        if (op == ReduceOp::bor) apply(out, a, b, n, [](T x, T y) { return T(x | y); });
+        if (op == ReduceOp::bxor) apply(out, a, b, n, [](T x, T y) { return T(x ^ y); });
+      }
+      break;  // floating point: refused by supports() before any call
+  }
+}
+
+// boolean: bytes holding 0 or 1. sum and max are "or", prod and min are "and" (as torch does).
+void reduce_bool(uint8_t* out, const uint8_t* a, const uint8_t* b, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::max:
+    case ReduceOp::bor: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x | y); }); break;
+    case ReduceOp::prod:
+    case ReduceOp::min:
+    case ReduceOp::band: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x & y); }); break;
+    case ReduceOp::bxor: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x ^ y); }); break;
+    case ReduceOp::avg: break;  // refused by supports()
+  }
+}
+
+// Complex numbers as (re, im) pairs of R: sum and prod only (min and max have no order).
+template <typename R>
+void reduce_complex(R* out, const R* a, const R* b, size_t n, ReduceOp op) {
+  if (op == ReduceOp::sum || op == ReduceOp::avg) {
+    apply(out, a, b, 2 * n, [](R x, R y) { return x + y; });
+  } else if (op == ReduceOp::prod) {
+    for (size_t i = 0; i < n; ++i) {
+      const R ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];
+      out[2 * i] = ar * br - ai * bi;
+      out[2 * i + 1] = ar * bi + ai * br;
+    }
   }
 }
 
@@ -51,12 +88,15 @@ void reduce_half(H* out, const H* a, const H* b, size_t n, ReduceOp op, Widen w,
     case ReduceOp::max:
       apply(out, a, b, n, [&](H x, H y) { return w(x) < w(y) ? y : x; });
       break;
+    case ReduceOp::band: case ReduceOp::bor: case ReduceOp::bxor: break;  // refused by supports()
   }
 }
 
 template <typename T>
 void divide_typed(T* d, size_t n, int k) {
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_unsigned_v<T>) {
+    for (size_t i = 0; i < n; ++i) d[i] = T(uint64_t(d[i]) / uint64_t(k));
+  } else if constexpr (std::is_integral_v<T>) {
     for (size_t i = 0; i < n; ++i) d[i] = T(int64_t(d[i]) / k);
   } else {
     for (size_t i = 0; i < n; ++i) d[i] = d[i] / T(k);
@@ -94,6 +134,30 @@ void reduce(void* out, const void* a, const void* b, size_t n, DataType dtype, R
       reduce_typed(static_cast<int64_t*>(out), static_cast<const int64_t*>(a),
                    static_cast<const int64_t*>(b), n, op);
       break;
+    case DataType::i16:
+      reduce_typed(static_cast<int16_t*>(out), static_cast<const int16_t*>(a),
+                   static_cast<const int16_t*>(b), n, op);
+      break;
+    case DataType::u32:
+      reduce_typed(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(a),
+                   static_cast<const uint32_t*>(b), n, op);
+      break;
+    case DataType::u64:
+      reduce_typed(static_cast<uint64_t*>(out), static_cast<const uint64_t*>(a),
+                   static_cast<const uint64_t*>(b), n, op);
+      break;
+    case DataType::boolean:
+      reduce_bool(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(a),
+                  static_cast<const uint8_t*>(b), n, op);
+      break;
+    case DataType::c64:
+      reduce_complex(static_cast<float*>(out), static_cast<const float*>(a),
+                     static_cast<const float*>(b), n, op);
+      break;
+    case DataType::c128:
+      reduce_complex(static_cast<double*>(out), static_cast<const double*>(a),
+                     static_cast<const double*>(b), n, op);
+      break;
     case DataType::f16:
       reduce_half(static_cast<f16_t*>(out), static_cast<const f16_t*>(a),
                   static_cast<const f16_t*>(b), n, op, [](f16_t v) { return to_float(v); },
@@ -115,6 +179,12 @@ void divide_by(void* data, size_t n, DataType dtype, int k) {
     case DataType::u8: divide_typed(static_cast<uint8_t*>(data), n, k); break;
     case DataType::i32: divide_typed(static_cast<int32_t*>(data), n, k); break;
     case DataType::i64: divide_typed(static_cast<int64_t*>(data), n, k); break;
+    case DataType::i16: divide_typed(static_cast<int16_t*>(data), n, k); break;
+    case DataType::u32: divide_typed(static_cast<uint32_t*>(data), n, k); break;
+    case DataType::u64: divide_typed(static_cast<uint64_t*>(data), n, k); break;
+    case DataType::c64: divide_typed(static_cast<float*>(data), 2 * n, k); break;
+    case DataType::c128: divide_typed(static_cast<double*>(data), 2 * n, k); break;
+    case DataType::boolean: break;  // avg is refused for boolean
     case DataType::f16: {
       auto* d = static_cast<f16_t*>(data);
       for (size_t i = 0; i < n; ++i) d[i] = to_f16(to_float(d[i]) / float(k));
@@ -128,6 +198,19 @@ void divide_by(void* data, size_t n, DataType dtype, int k) {
   }
 }
 
-bool supports(DataType, ReduceOp) { return true; }
+bool supports(DataType dtype, ReduceOp op) {
+  const bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
+  switch (dtype) {
+    case DataType::f32: case DataType::f64: case DataType::f16: case DataType::bf16:
+      return !bitwise;
+    case DataType::c64: case DataType::c128:
+      return op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::avg;
+    case DataType::boolean: return op != ReduceOp::avg;
+    case DataType::i8: case DataType::u8: case DataType::i16: case DataType::i32:
+    case DataType::i64: case DataType::u32: case DataType::u64:
+      return true;
+  }
+  return false;
+}
 
 }  // namespace strata::coll

@@ -17,7 +17,7 @@ void reduce(void* out, const void* a, const void* b, size_t count, DataType dtyp
 /// data[i] = data[i] / n (integer types truncate toward zero). Used to finish `avg`.
 void divide_by(void* data, size_t count, DataType dtype, int n);
 
-/// True when `op` is defined for `dtype` (all pairs are, today; kept as the one place to say so).
+/// True when `op` is defined for `dtype` (see ReduceOp): the one place that says so.
 bool supports(DataType dtype, ReduceOp op);
 
 }  // namespace strata::coll

@@ -7,10 +7,11 @@ namespace strata {
 
 size_t dtype_size(DataType t) {
   switch (t) {
-    case DataType::f64: case DataType::i64: return 8;
-    case DataType::f32: case DataType::i32: return 4;
-    case DataType::f16: case DataType::bf16: return 2;
-    case DataType::i8: case DataType::u8: return 1;
+    case DataType::c128: return 16;
+    case DataType::f64: case DataType::i64: case DataType::u64: case DataType::c64: return 8;
+    case DataType::f32: case DataType::i32: case DataType::u32: return 4;
+    case DataType::f16: case DataType::bf16: case DataType::i16: return 2;
+    case DataType::i8: case DataType::u8: case DataType::boolean: return 1;
   }
   return 0;
 }
@@ -25,6 +26,12 @@ std::string_view dtype_name(DataType t) {
     case DataType::u8: return "u8";
     case DataType::i32: return "i32";
     case DataType::i64: return "i64";
+    case DataType::boolean: return "bool";
+    case DataType::i16: return "i16";
+    case DataType::u32: return "u32";
+    case DataType::u64: return "u64";
+    case DataType::c64: return "c64";
+    case DataType::c128: return "c128";
   }
   return "?";
 }
@@ -36,6 +43,9 @@ std::string_view op_name(ReduceOp op) {
     case ReduceOp::min: return "min";
     case ReduceOp::max: return "max";
     case ReduceOp::avg: return "avg";
+    case ReduceOp::band: return "band";
+    case ReduceOp::bor: return "bor";
+    case ReduceOp::bxor: return "bxor";
   }
   return "?";
 }

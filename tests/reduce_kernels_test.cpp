@@ -1,6 +1,7 @@
 // Reduction kernels element by element against plain scalar loops.
 #include <gtest/gtest.h>
 
+#include <complex>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -28,6 +29,9 @@ void check_integral(ReduceOp op) {
       case ReduceOp::sum: case ReduceOp::avg: want = T(uint64_t(a[i]) + uint64_t(b[i])); break;
       case ReduceOp::prod: want = T(uint64_t(a[i]) * uint64_t(b[i])); break;
       case ReduceOp::min: want = a[i] < b[i] ? a[i] : b[i]; break;
+      case ReduceOp::band: want = T(a[i] & b[i]); break;
+      case ReduceOp::bor: want = T(a[i] | b[i]); break;
+      case ReduceOp::bxor: want = T(a[i] ^ b[i]); break;
       default: want = a[i] < b[i] ? b[i] : a[i]; break;
     }
     ASSERT_EQ(out[i], want) << "element " << i << " op " << op_name(op);
@@ -57,12 +61,58 @@ void check_floating(ReduceOp op) {
 }  // namespace
 
 TEST(ReduceKernels, IntegerTypesAllOps) {
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg}) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max, ReduceOp::avg,
+                      ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
     check_integral<int8_t>(op);
     check_integral<uint8_t>(op);
+    check_integral<int16_t>(op);
     check_integral<int32_t>(op);
     check_integral<int64_t>(op);
+    check_integral<uint32_t>(op);
+    check_integral<uint64_t>(op);
   }
+}
+
+TEST(ReduceKernels, BooleanIsLogical) {
+  const std::vector<uint8_t> a = {0, 0, 1, 1}, b = {0, 1, 0, 1};
+  const std::pair<ReduceOp, std::vector<uint8_t>> cases[] = {
+      {ReduceOp::sum, {0, 1, 1, 1}},  {ReduceOp::max, {0, 1, 1, 1}}, {ReduceOp::bor, {0, 1, 1, 1}},
+      {ReduceOp::prod, {0, 0, 0, 1}}, {ReduceOp::min, {0, 0, 0, 1}}, {ReduceOp::band, {0, 0, 0, 1}},
+      {ReduceOp::bxor, {0, 1, 1, 0}}};
+  for (const auto& [op, want] : cases) {
+    std::vector<uint8_t> out(4);
+    coll::reduce(out.data(), a.data(), b.data(), 4, DataType::boolean, op);
+    EXPECT_EQ(out, want) << op_name(op);
+  }
+}
+
+TEST(ReduceKernels, ComplexSumProductAndAverage) {
+  const std::vector<std::complex<double>> a = {{1, 2}, {-3, 0.5}}, b = {{4, -1}, {2, 2}};
+  std::vector<std::complex<double>> out(2);
+  coll::reduce(out.data(), a.data(), b.data(), 2, DataType::c128, ReduceOp::prod);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(out[i], a[i] * b[i]) << i;
+  std::vector<std::complex<float>> fa = {{1, 2}, {3, 4}}, fb = {{5, 6}, {7, 9}}, fo(2);
+  coll::reduce(fo.data(), fa.data(), fb.data(), 2, DataType::c64, ReduceOp::avg);
+  coll::divide_by(fo.data(), 2, DataType::c64, 2);
+  EXPECT_EQ(fo[0], std::complex<float>(3, 4));
+  EXPECT_EQ(fo[1], std::complex<float>(5, 6.5f));
+}
+
+TEST(ReduceKernels, SupportsSaysWhichPairsAreDefined) {
+  EXPECT_FALSE(coll::supports(DataType::f32, ReduceOp::band));
+  EXPECT_FALSE(coll::supports(DataType::bf16, ReduceOp::bxor));
+  EXPECT_FALSE(coll::supports(DataType::c64, ReduceOp::max));
+  EXPECT_FALSE(coll::supports(DataType::boolean, ReduceOp::avg));
+  EXPECT_TRUE(coll::supports(DataType::c128, ReduceOp::prod));
+  EXPECT_TRUE(coll::supports(DataType::u64, ReduceOp::bxor));
+  EXPECT_TRUE(coll::supports(DataType::boolean, ReduceOp::band));
+}
+
+TEST(ReduceKernels, UnsignedAverageUsesTheWholeRange) {
+  std::vector<uint64_t> d = {~uint64_t(0) - 1, 10};
+  coll::divide_by(d.data(), 2, DataType::u64, 2);
+  EXPECT_EQ(d[0], (~uint64_t(0) - 1) / 2);
+  EXPECT_EQ(d[1], 5u);
 }
 
 TEST(ReduceKernels, FloatTypesAllOps) {

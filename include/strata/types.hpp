@@ -10,11 +10,18 @@
 
 namespace strata {
 
-/// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits).
-enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64 };
+/// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits);
+/// boolean is one byte holding 0 or 1; c64 and c128 are complex float and double (re, im).
+enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64, boolean, i16, u32, u64, c64, c128 };
+/// The last DataType, for range checks of values that crossed a language boundary.
+inline constexpr DataType kLastDataType = DataType::c128;
 
-/// Reduction operator. `avg` is sum divided by the group size (integer types truncate).
-enum class ReduceOp : uint8_t { sum, prod, min, max, avg };
+/// Reduction operator. `avg` is sum divided by the group size (integer types truncate); band,
+/// bor and bxor are bitwise and are defined for integers and boolean only; complex types take
+/// sum, prod and avg only. On boolean, sum and max are "or", prod and min are "and".
+enum class ReduceOp : uint8_t { sum, prod, min, max, avg, band, bor, bxor };
+/// The last ReduceOp, for range checks.
+inline constexpr ReduceOp kLastReduceOp = ReduceOp::bxor;
 
 /// Where a buffer lives. Host memory goes over UCX; CUDA device memory over NCCL (when built).
 enum class MemoryKind : uint8_t { host, cuda };
@@ -40,6 +47,10 @@ template <> constexpr DataType dtype_of<int8_t>() { return DataType::i8; }
 template <> constexpr DataType dtype_of<uint8_t>() { return DataType::u8; }
 template <> constexpr DataType dtype_of<int32_t>() { return DataType::i32; }
 template <> constexpr DataType dtype_of<int64_t>() { return DataType::i64; }
+template <> constexpr DataType dtype_of<bool>() { return DataType::boolean; }
+template <> constexpr DataType dtype_of<int16_t>() { return DataType::i16; }
+template <> constexpr DataType dtype_of<uint32_t>() { return DataType::u32; }
+template <> constexpr DataType dtype_of<uint64_t>() { return DataType::u64; }
 
 /// A non-owning view of `count` elements of `dtype` at `data`, in memory of kind `memory`.
 /// Collectives take views; the caller keeps the memory alive until the operation's Work completes.

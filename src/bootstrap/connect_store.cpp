@@ -132,7 +132,7 @@ std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
   return std::make_shared<JobStore>(std::move(server), co);
 }
 
-std::shared_ptr<Store> connect_torchrun(const JobEnv& env) {
+std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
   TcpStoreOptions o;
   o.host = env.master_addr;
   o.port = uint16_t(env.master_port);
@@ -150,7 +150,7 @@ std::shared_ptr<Store> connect_torchrun(const JobEnv& env) {
 }  // namespace
 
 std::shared_ptr<Store> connect_store(JobEnv& env) {
-  return env.source == JobEnv::Source::mpirun ? connect_mpirun(env) : connect_torchrun(env);
+  return env.source == JobEnv::Source::mpirun ? connect_mpirun(env) : connect_at_master(env);
 }
 
 }  // namespace strata::bootstrap

@@ -11,7 +11,7 @@ void Checker::fail(const std::string& what) const {
 }
 
 void Checker::buffer(const Buffer& b, const char* what) const {
-  if (static_cast<unsigned>(b.dtype) > static_cast<unsigned>(DataType::i64)) {
+  if (static_cast<unsigned>(b.dtype) > static_cast<unsigned>(kLastDataType)) {
     fail(std::string(what) + " has an unknown dtype (" + std::to_string(int(b.dtype)) + ")");
   }
   if (b.memory == MemoryKind::cuda) {
@@ -47,7 +47,7 @@ void Checker::peer(int peer, int size, const char* what) const {
 }
 
 void Checker::reduce_op(DataType dt, ReduceOp op) const {
-  if (static_cast<unsigned>(op) > static_cast<unsigned>(ReduceOp::avg)) {
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(kLastReduceOp)) {
     fail("unknown reduction op (" + std::to_string(int(op)) + ")");
   }
   if (!coll::supports(dt, op)) {

@@ -1,6 +1,8 @@
 // Every collective x dtype x op x in/out-of-place x size, element by element against an
 // independent reference, and bit-identical across ranks. Value checks are non-fatal (EXPECT) so
 // that every rank keeps issuing the same sequence of collectives even after a failure.
+#include <complex>
+
 #include "collectives/store_choice.hpp"
 #include "mp.hpp"
 
@@ -129,6 +131,89 @@ TEST(Collectives, AllReduceEveryDtypeOpSize) {
     for (ReduceOp op : mp::all_ops())
       for (size_t n : mp::small_counts())
         for (bool ip : {false, true}) check_all_reduce(dt, op, n, ip);
+}
+
+namespace {
+
+// The dtypes and ops added for torch (boolean, i16, u32, u64, complex; band, bor, bxor), against
+// a fold written here with the types' own arithmetic. Small integer values keep every product
+// exact.
+template <typename T>
+T more_value(int rank, size_t i) {
+  const int v = int((rank * 7 + i * 13) % 11) - 5;
+  if constexpr (std::is_same_v<T, bool>) return (v & 1) != 0;
+  else if constexpr (requires { typename T::value_type; })  // complex
+    return T(typename T::value_type(v), typename T::value_type(int((rank + 2) * (i % 3)) % 5 - 2));
+  else return T(v);
+}
+
+template <typename T>
+T more_fold(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (op == ReduceOp::bxor) return a != b;
+    return (op == ReduceOp::prod || op == ReduceOp::min || op == ReduceOp::band) ? (a && b) : (a || b);
+  } else if constexpr (requires { typename T::value_type; }) {
+    return op == ReduceOp::prod ? a * b : a + b;
+  } else {
+    using U = std::make_unsigned_t<decltype(T() + 0)>;  // wraps as the kernels do
+    switch (op) {
+      case ReduceOp::prod: return T(U(a) * U(b));
+      case ReduceOp::min: return std::min(a, b);
+      case ReduceOp::max: return std::max(a, b);
+      case ReduceOp::band: return T(a & b);
+      case ReduceOp::bor: return T(a | b);
+      case ReduceOp::bxor: return T(a ^ b);
+      default: return T(U(a) + U(b));
+    }
+  }
+}
+
+template <typename T>
+void check_more(DataType dt, ReduceOp op, size_t n, bool in_place) {
+  auto& w = mp::world();
+  SCOPED_TRACE(label(dt, n, in_place, std::string(op_name(op)).c_str()));
+  // unique_ptr, not vector: std::vector<bool> is a bitset with no data().
+  auto in = std::make_unique<T[]>(n), out = std::make_unique<T[]>(n), want = std::make_unique<T[]>(n);
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = more_value<T>(w.rank(), i);
+    want[i] = more_value<T>(0, i);
+    for (int r = 1; r < w.size(); ++r) want[i] = more_fold(want[i], more_value<T>(r, i), op);
+    if constexpr (requires { typename T::value_type; }) {
+      if (op == ReduceOp::avg) want[i] /= typename T::value_type(w.size());
+    } else if constexpr (!std::is_same_v<T, bool>) {
+      if (op == ReduceOp::avg) want[i] = T(want[i] / T(w.size()));
+    }
+  }
+  auto& result = in_place ? in : out;
+  w.all_reduce(Buffer{in.get(), n, dt}, Buffer{result.get(), n, dt}, op).wait();
+  size_t bad = 0;
+  while (bad < n && result[bad] == want[bad]) ++bad;
+  EXPECT_EQ(bad, n) << "first wrong element";
+}
+
+}  // namespace
+
+TEST(Collectives, AllReduceTorchDtypesAndBitwiseOps) {
+  const std::vector<ReduceOp> every = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
+                                       ReduceOp::avg, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
+  const std::vector<ReduceOp> bitwise = {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
+  for (size_t n : {size_t(1), size_t(1000), size_t(70000)})
+    for (bool ip : {false, true}) {
+      for (ReduceOp op : every) {
+        if (op != ReduceOp::avg) check_more<bool>(DataType::boolean, op, n, ip);
+        check_more<int16_t>(DataType::i16, op, n, ip);
+        check_more<uint32_t>(DataType::u32, op, n, ip);
+        check_more<uint64_t>(DataType::u64, op, n, ip);
+      }
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::avg}) {
+        check_more<std::complex<float>>(DataType::c64, op, n, ip);
+        check_more<std::complex<double>>(DataType::c128, op, n, ip);
+      }
+      for (ReduceOp op : bitwise) {
+        check_more<int8_t>(DataType::i8, op, n, ip);
+        check_more<int64_t>(DataType::i64, op, n, ip);
+      }
+    }
 }
 
 // Sizes for reduce-scatter, all-gather and all-to-all are the whole buffer, as in nccl-tests

@@ -90,6 +90,12 @@ TEST(BadArguments, UnknownEnumsAndDeviceMemory) {
                ErrorCode::invalid_argument, {"unknown dtype"});
   expect_error([&] { w.all_reduce(buffer(v, MemoryKind::cuda), ReduceOp::sum); },
                ErrorCode::invalid_argument, {"CUDA device memory"});
+  expect_error([&] { w.all_reduce(buffer(v), ReduceOp::bxor); }, ErrorCode::invalid_argument,
+               {"bxor is not supported for f32"});
+  std::vector<double> c(8);
+  expect_error([&] { w.reduce(Buffer{c.data(), 4, DataType::c128}, Buffer{c.data(), 4, DataType::c128},
+                              ReduceOp::max, 0); },
+               ErrorCode::invalid_argument, {"max is not supported for c128"});
 }
 
 TEST(BadArguments, RejectedCallsLeaveTheCommunicatorUsable) {

@@ -56,6 +56,7 @@ void dispatch(strata::DataType dt, F f) {
     case DataType::u8: f(uint8_t{}); break;
     case DataType::i32: f(int32_t{}); break;
     case DataType::i64: f(int64_t{}); break;
+    default: ADD_FAILURE() << "no fill pattern for " << strata::dtype_name(dt); break;
   }
 }
 
@@ -105,6 +106,7 @@ void reference_reduce(void* dst, strata::DataType dt, strata::ReduceOp op, size_
           case ReduceOp::prod: acc *= v, facc *= double(v); break;
           case ReduceOp::min: acc = std::min(acc, v), facc = std::min(facc, double(v)); break;
           case ReduceOp::max: acc = std::max(acc, v), facc = std::max(facc, double(v)); break;
+          default: ADD_FAILURE() << "bitwise ops have their own test"; break;
         }
       }
       if (op == ReduceOp::avg) {
