@@ -1,0 +1,98 @@
+#include "bootstrap/job_store.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "strata/error.hpp"
+
+namespace strata::bootstrap {
+namespace {
+
+// Under from_env the store is served by rank 0, so a store that goes away or never comes up
+// means rank 0 went away: say so (peer 0), since that is the process to look at.
+template <typename F>
+auto blame_rank0(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    const bool unreachable = e.code() == ErrorCode::timeout && e.where().op == "store.connect";
+    if (e.code() != ErrorCode::peer_failure && !unreachable) throw;
+    ErrorContext w = e.where();
+    w.peer = 0;
+    throw Error(ErrorCode::peer_failure, w,
+                std::string("the job's store, served by rank 0, is gone or was never up (did "
+                            "rank 0 die?): ") + e.what());
+  }
+}
+
+class JobStore final : public Store {
+ public:
+  JobStore(std::unique_ptr<TcpStoreServer> server, const TcpStoreOptions& client)
+      : server_(std::move(server)),
+        client_(blame_rank0([&] { return std::make_unique<TcpStore>(client); })) {}
+  // Rank 0 serves until the other ranks have let go (bounded): when it fails because another
+  // rank died, the others must see that rank's absence, not the store's.
+  ~JobStore() override {
+    client_.reset();
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (server_ && server_->open_connections() > 0 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  void set(const std::string& k, const Bytes& v) override {
+    blame_rank0([&] { client_->set(k, v); });
+  }
+  Bytes get(const std::string& k, std::chrono::milliseconds t) override {
+    return blame_rank0([&] { return client_->get(k, t); });
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    return blame_rank0([&] { return client_->add(k, d); });
+  }
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
+    blame_rank0([&] { client_->wait(k, t); });
+  }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client
+  std::unique_ptr<TcpStore> client_;
+};
+
+}  // namespace
+
+std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
+                                      const TcpStoreOptions& client) {
+  return std::make_shared<JobStore>(std::move(server), client);
+}
+
+std::string random_token() {
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  unsigned char b[16] = {};
+  f.read(reinterpret_cast<char*>(b), sizeof b);
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  return hex;
+}
+
+std::string first_external_ipv4() {
+  ifaddrs* list = nullptr;
+  std::string found;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+    found = buf;
+    break;
+  }
+  freeifaddrs(list);
+  return found.empty() ? "127.0.0.1" : found;
+}
+
+}  // namespace strata::bootstrap

@@ -1,0 +1,236 @@
+/* The C ABI through the installed strata.h and libstrata_c only, compiled as C99: every
+ * collective with its values checked element by element, async work, groups, split, unique ids,
+ * and the error paths. Run on 2 and 4 ranks (run.sh). Exits non-zero on the first failure. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata.h>
+
+static int rank, nranks;
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    strataResult_t r_ = (call);                                                      \
+    if (r_ != strataSuccess) {                                                       \
+      fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__,    \
+              #call, strataGetErrorString(r_), strataGetLastError());               \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+#define EXPECT(cond, ...)                                                          \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "rank %d: %s:%d: expected %s: ", rank, __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                                \
+      fprintf(stderr, "\n");                                                       \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+
+/* A failing call: the code and a message containing `needle`. */
+static void expect_error(strataResult_t got, strataResult_t want, const char* needle, int line) {
+  if (got != want || strstr(strataGetLastError(), needle) == NULL) {
+    fprintf(stderr, "rank %d: line %d: wanted %s containing '%s', got %s: '%s'\n", rank, line,
+            strataGetErrorString(want), needle, strataGetErrorString(got), strataGetLastError());
+    exit(1);
+  }
+}
+#define EXPECT_ERROR(call, want, needle) expect_error((call), (want), (needle), __LINE__)
+
+#define N 1000
+
+static void collectives(strataComm_t comm) {
+  int r, n, i, j;
+  static float in[N * 8], out[N * 8];
+  static double d[N];
+  static int64_t big[N];
+  strataWork_t work;
+  int done = 0;
+  CHECK(strataCommUserRank(comm, &r));
+  CHECK(strataCommCount(comm, &n));
+
+  /* all-reduce, out of place and async */
+  for (i = 0; i < N; ++i) in[i] = (float)((r + 1) * (i % 7));
+  CHECK(strataAllReduce(in, out, N, strataFloat32, strataSum, comm, &work));
+  CHECK(strataWorkWait(work));
+  CHECK(strataWorkTest(work, &done));
+  EXPECT(done == 1, "a waited work is done");
+  CHECK(strataWorkFree(work));
+  for (i = 0; i < N; ++i) EXPECT(out[i] == (float)(n * (n + 1) / 2 * (i % 7)), "sum[%d]=%g", i, out[i]);
+  /* in place, blocking, max over doubles; bxor over int64 */
+  for (i = 0; i < N; ++i) d[i] = (double)((r * 31 + i) % 11);
+  CHECK(strataAllReduce(d, d, N, strataFloat64, strataMax, comm, NULL));
+  for (i = 0; i < N; ++i) {
+    double want = 0;
+    for (j = 0; j < n; ++j) want = (double)((j * 31 + i) % 11) > want ? (double)((j * 31 + i) % 11) : want;
+    EXPECT(d[i] == want, "max[%d]=%g want %g", i, d[i], want);
+  }
+  for (i = 0; i < N; ++i) big[i] = (int64_t)1 << (r % 63);
+  CHECK(strataAllReduce(big, big, N, strataInt64, strataBxor, comm, NULL));
+  {
+    int64_t want = 0;
+    for (j = 0; j < n; ++j) want ^= (int64_t)1 << (j % 63);
+    for (i = 0; i < N; ++i) EXPECT(big[i] == want, "bxor[%d]", i);
+  }
+
+  /* broadcast from the last rank; non-roots pass no send buffer */
+  for (i = 0; i < N; ++i) in[i] = r == n - 1 ? (float)i : -1.0f;
+  CHECK(strataBroadcast(r == n - 1 ? in : NULL, in, N, strataFloat, n - 1, comm, NULL));
+  for (i = 0; i < N; ++i) EXPECT(in[i] == (float)i, "bcast[%d]=%g", i, in[i]);
+
+  /* reduce (avg) to rank 0 */
+  for (i = 0; i < N; ++i) in[i] = (float)(2 * r * i);
+  CHECK(strataReduce(in, r == 0 ? out : NULL, N, strataFloat, strataAvg, 0, comm, NULL));
+  if (r == 0)
+    for (i = 0; i < N; ++i) EXPECT(out[i] == (float)((n - 1) * i), "avg[%d]=%g", i, out[i]);
+
+  /* all-gather and reduce-scatter */
+  for (i = 0; i < N; ++i) in[i] = (float)(r * N + i);
+  CHECK(strataAllGather(in, out, N, strataFloat, comm, NULL));
+  for (i = 0; i < N * n; ++i) EXPECT(out[i] == (float)i, "allgather[%d]=%g", i, out[i]);
+  for (i = 0; i < N * n; ++i) in[i] = (float)(i + r);
+  CHECK(strataReduceScatter(in, out, N, strataFloat, strataSum, comm, NULL));
+  for (i = 0; i < N; ++i)
+    EXPECT(out[i] == (float)(n * (r * N + i) + n * (n - 1) / 2), "reducescatter[%d]=%g", i, out[i]);
+
+  /* all-to-all: block j of rank r holds 100 * r + j */
+  for (j = 0; j < n; ++j)
+    for (i = 0; i < N; ++i) in[j * N + i] = (float)(100 * r + j);
+  CHECK(strataAlltoAll(in, out, N, strataFloat, comm, NULL));
+  for (j = 0; j < n; ++j)
+    for (i = 0; i < N; ++i) EXPECT(out[j * N + i] == (float)(100 * j + r), "alltoall[%d,%d]", j, i);
+
+  /* all-to-allv: rank r sends j + 1 elements to rank j */
+  {
+    size_t sc[8], sd[8], rc[8], rd[8], at = 0, from = 0;
+    for (j = 0; j < n; ++j) {
+      sc[j] = (size_t)j + 1, sd[j] = at, at += sc[j];
+      rc[j] = (size_t)r + 1, rd[j] = from, from += rc[j];
+    }
+    for (i = 0; i < (int)at; ++i) in[i] = (float)(1000 * r + i);
+    CHECK(strataAlltoAllv(in, sc, sd, out, rc, rd, strataFloat, comm, NULL));
+    for (j = 0; j < n; ++j) {
+      size_t sender_at = 0; /* where rank j's block for us starts in its send buffer */
+      int k;
+      for (k = 0; k < r; ++k) sender_at += (size_t)k + 1;
+      for (i = 0; i < r + 1; ++i)
+        EXPECT(out[rd[j] + i] == (float)(1000 * j + sender_at + i), "alltoallv from %d [%d]", j, i);
+    }
+  }
+
+  /* gather and scatter at rank 1 % n */
+  for (i = 0; i < N; ++i) in[i] = (float)(r + i);
+  CHECK(strataGather(in, r == 1 % n ? out : NULL, N, strataFloat, 1 % n, comm, NULL));
+  if (r == 1 % n)
+    for (j = 0; j < n; ++j)
+      for (i = 0; i < N; ++i) EXPECT(out[j * N + i] == (float)(j + i), "gather[%d,%d]", j, i);
+  for (i = 0; i < N * n; ++i) in[i] = (float)(3 * i);
+  CHECK(strataScatter(r == 1 % n ? in : NULL, out, N, strataFloat, 1 % n, comm, NULL));
+  for (i = 0; i < N; ++i) EXPECT(out[i] == (float)(3 * (r * N + i)), "scatter[%d]", i);
+
+  CHECK(strataBarrier(comm, NULL));
+}
+
+/* A ring exchange in one group: every send and recv posted before any completes. */
+static void ring(strataComm_t comm) {
+  int r, n, i;
+  int32_t send_buf[N], recv_buf[N];
+  strataWork_t recv_work;
+  CHECK(strataCommUserRank(comm, &r));
+  CHECK(strataCommCount(comm, &n));
+  for (i = 0; i < N; ++i) send_buf[i] = r * N + i;
+  CHECK(strataGroupStart());
+  CHECK(strataSend(send_buf, N, strataInt32, (r + 1) % n, comm, NULL));
+  CHECK(strataRecv(recv_buf, N, strataInt32, (r + n - 1) % n, comm, &recv_work));
+  EXPECT_ERROR(strataWorkWait(recv_work), strataInvalidUsage, "group is still open");
+  CHECK(strataGroupEnd());
+  CHECK(strataWorkWait(recv_work));
+  CHECK(strataWorkFree(recv_work));
+  for (i = 0; i < N; ++i) EXPECT(recv_buf[i] == ((r + n - 1) % n) * N + i, "ring[%d]", i);
+}
+
+static void errors(strataComm_t comm) {
+  float v[4] = {0};
+  EXPECT_ERROR(strataAllReduce(v, v, 4, (strataDataType_t)17, strataSum, comm, NULL),
+               strataInvalidArgument, "unknown datatype 17");
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, (strataRedOp_t)42, comm, NULL),
+               strataInvalidArgument, "unknown reduction op 42");
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataBxor, comm, NULL),
+               strataInvalidArgument, "bxor is not supported for f32");
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, NULL, NULL), strataInvalidUsage,
+               "comm is NULL");
+  EXPECT_ERROR(strataBroadcast(v, v, 4, strataFloat, 99, comm, NULL), strataInvalidArgument,
+               "root 99");
+  EXPECT_ERROR(strataGroupEnd(), strataInvalidUsage, "without strataGroupStart");
+  EXPECT(strstr(strataGetLastError(), "without") != NULL, "last error kept");
+  EXPECT(strcmp(strataGetErrorString(strataRemoteError),
+                "remote process exited or there was a network error") == 0, "error string");
+}
+
+int main(void) {
+  strataComm_t world, half, again, none;
+  strataUniqueId id;
+  int version = 0;
+  CHECK(strataGetVersion(&version));
+  EXPECT(version == STRATA_VERSION_CODE, "version %d", version);
+  CHECK(strataCommInitFromEnv(&world));
+  CHECK(strataCommUserRank(world, &rank));
+  CHECK(strataCommCount(world, &nranks));
+
+  collectives(world);
+  ring(world);
+  errors(world);
+
+  /* split: even and odd ranks, the last rank opting out */
+  CHECK(strataCommSplit(world, rank == nranks - 1 && nranks > 2 ? STRATA_SPLIT_NOCOLOR : rank % 2,
+                        -rank, &half));
+  if (rank == nranks - 1 && nranks > 2) {
+    EXPECT(half == NULL, "NOCOLOR gives NULL");
+  } else {
+    int hr, hn, want_n = 0, want_r = 0, j;
+    for (j = 0; j < nranks; ++j) { /* same color, not opted out; ordered by key = -rank */
+      if (j % 2 != rank % 2 || (j == nranks - 1 && nranks > 2)) continue;
+      ++want_n;
+      if (j > rank) ++want_r;
+    }
+    CHECK(strataCommUserRank(half, &hr));
+    CHECK(strataCommCount(half, &hn));
+    EXPECT(hn == want_n && hr == want_r, "split: rank %d of %d, want %d of %d", hr, hn, want_r, want_n);
+    collectives(half);
+    CHECK(strataCommDestroy(half));
+  }
+
+  /* a communicator from a unique id, carried by the world's broadcast */
+  if (rank == 0) CHECK(strataGetUniqueId(&id));
+  CHECK(strataBroadcast(&id, &id, sizeof id, strataChar, 0, world, NULL));
+  CHECK(strataCommInitRank(&again, nranks, id, nranks - 1 - rank)); /* reversed ranks */
+  {
+    int ar;
+    CHECK(strataCommUserRank(again, &ar));
+    EXPECT(ar == nranks - 1 - rank, "rank from id %d", ar);
+  }
+  collectives(again);
+  memset(&id, 0, sizeof id);
+  EXPECT_ERROR(strataCommInitRank(&none, nranks, id, 0), strataInvalidArgument,
+               "not made by strataGetUniqueId");
+
+  /* abort: world rank 0 aborts `again`; the others' next operation fails naming it */
+  if (rank == 0) {
+    CHECK(strataCommAbort(again));
+  } else {
+    float v[4] = {0};
+    strataResult_t r = strataAllReduce(v, v, 4, strataFloat, strataSum, again, NULL);
+    EXPECT(r == strataRemoteError || r == strataAborted, "after abort: %s", strataGetErrorString(r));
+    char culprit[64]; /* world rank 0 is rank nranks - 1 of `again` */
+    snprintf(culprit, sizeof culprit, "rank %d aborted", nranks - 1);
+    EXPECT(strstr(strataGetLastError(), culprit) != NULL, "names %s: %s", culprit,
+           strataGetLastError());
+    CHECK(strataCommDestroy(again));
+  }
+  CHECK(strataBarrier(world, NULL));
+  CHECK(strataCommDestroy(world));
+  printf("rank %d of %d: c_abi ok\n", rank, nranks);
+  return 0;
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the build tree into a temporary prefix, compiles c_abi_test.c as C99 with gcc against
+# the installed strata.h and libstrata_c only, and runs it on each world size given.
+set -euo pipefail
+build_dir=$1
+shift
+src_dir=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build_dir" --prefix "$tmp/prefix" > "$tmp/install.log"
+lib=$(ls -d "$tmp"/prefix/lib*/ | head -1)
+gcc -std=c99 -pedantic -Wall -Wextra -Werror "$src_dir/c_abi_test.c" -I "$tmp/prefix/include" \
+  -L "$lib" -lstrata_c -Wl,-rpath,"$lib" -o "$tmp/c_abi_test"
+# Nothing of Strata's C++ side may be reachable: only strata* symbols are exported.
+if nm -D --defined-only "$lib/libstrata_c.so" | awk '{print $3}' | grep -v '^strata[A-Z]\|^STRATA_0$' ; then
+  echo "libstrata_c.so exports symbols other than the C API (above)"; exit 1
+fi
+for np in "$@"; do
+  echo "== $np ranks"
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$tmp/c_abi_test"
+done
