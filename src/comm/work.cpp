@@ -32,6 +32,11 @@ bool Work::test() const {
   return status == detail::WorkState::Status::done;
 }
 
+void Work::on_complete(std::function<void()> callback) const {
+  if (!state_) return callback();  // a default-constructed Work is complete
+  state_->set_callback(std::move(callback));
+}
+
 double Work::elapsed_seconds() const {
   if (!state_ || !state_->finished()) return 0;
   return std::chrono::duration<double>(state_->end - state_->start).count();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -27,6 +28,8 @@ struct WorkState {
   std::mutex mu;
   std::condition_variable cv;
   std::atomic<int> sleepers{0};           // threads in sleep_until()
+  std::function<void()> on_complete;      // guarded by mu; run once, by whoever sees both
+  std::atomic<bool> has_callback{false};
 
   bool finished() const {
     const Status s = status.load(std::memory_order_acquire);
@@ -46,6 +49,26 @@ struct WorkState {
       std::lock_guard<std::mutex> l(mu);
       cv.notify_all();
     }
+    if (has_callback.load(std::memory_order_seq_cst)) run_callback();
+  }
+  /// Registers `f` to run once when finished (now, if already). Like the sleepers, the flag
+  /// and the status are each written before the other is read, so one side sees the other.
+  void set_callback(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      on_complete = std::move(f);
+    }
+    has_callback.store(true, std::memory_order_seq_cst);
+    if (finished()) run_callback();
+  }
+  void run_callback() {
+    std::function<void()> f;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      f = std::move(on_complete);
+      on_complete = nullptr;
+    }
+    if (f) f();
   }
   /// Sleeps until finished() or `until`.
   void sleep_until(Clock::time_point until) {

@@ -49,3 +49,42 @@ TEST(Engine, PendingReceiveUsesNoCpu) {
   }
   w.barrier().wait();
 }
+
+// Work::on_complete: runs exactly once, after the result is in place, without anyone waiting
+// (the torch backend completes its futures this way), and for a failed operation too.
+TEST(Engine, CompletionCallbackRunsOnceWithoutAWaiter) {
+  auto& w = mp::world();
+  std::vector<int64_t> v(100000, w.rank() + 1);
+  std::atomic<int> calls{0};
+  std::atomic<int64_t> seen{0};
+  Work op = w.all_reduce(buffer(v), ReduceOp::sum);
+  op.on_complete([&] {
+    seen = v[v.size() - 1];
+    calls.fetch_add(1);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (calls.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  op.wait();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(seen.load(), int64_t(w.size()) * (w.size() + 1) / 2);
+  // Registered after completion: runs at once, on this thread.
+  int late = 0;
+  op.on_complete([&] { ++late; });
+  EXPECT_EQ(late, 1);
+  int empty = 0;
+  Work().on_complete([&] { ++empty; });
+  EXPECT_EQ(empty, 1);
+  // A failed operation (a receive nobody sends, past its 300 ms deadline) still calls back.
+  Communicator c = w.split(0, w.rank(), {.name = "callback", .timeout = std::chrono::milliseconds(300)});
+  if (w.size() >= 2 && w.rank() == 0) {
+    std::atomic<int> failed{0};
+    std::vector<int32_t> r(4);
+    Work lost = c.recv(buffer(r), 1, 7);
+    lost.on_complete([&] { failed.fetch_add(1); });
+    EXPECT_THROW(lost.wait(), Error);
+    EXPECT_EQ(failed.load(), 1);
+  }
+  w.barrier().wait();
+}
