@@ -1,0 +1,77 @@
+// Shared by the files of the _strata extension: turning Python buffers into strata::Buffer views
+// (buffers.cpp), the Work wrapper that keeps them alive, and the registration functions.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "strata/communicator.hpp"
+#include "strata/types.hpp"
+#include "strata/work.hpp"
+
+namespace strata::py {
+
+namespace nb = nanobind;
+
+/// A buffer kept alive by whoever holds it: the DLPack / buffer-protocol export of the caller's
+/// object (which holds a reference to that object), read-only or writable alike.
+using Held = nb::ndarray<nb::ro>;
+
+/// Collects the buffers of one call: each one is checked and viewed in place (never copied), and
+/// the exports are kept so the Work can hold them until the operation completes.
+class Buffers {
+ public:
+  /// `op` names the call in error messages ("all_reduce").
+  explicit Buffers(const char* op) : op_(op) {}
+  /// A buffer the operation reads. Raises TypeError when `obj` is not a contiguous CPU array of a
+  /// supported dtype.
+  Buffer input(nb::handle obj, const char* what);
+  /// A buffer the operation writes: as input(), and also TypeError when it is read-only.
+  Buffer output(nb::handle obj, const char* what);
+  std::vector<Held> take() { return std::move(held_); }
+  const char* op() const { return op_; }
+
+ private:
+  Buffer view(const Held& a, nb::handle obj, const char* what);
+  const char* op_;
+  std::vector<Held> held_;
+};
+
+/// An operator given as strata.ReduceOp or as its name ("sum", "max", ...).
+using OpArg = std::variant<ReduceOp, std::string>;
+ReduceOp parse_op(const OpArg& op);
+
+/// What a collective returns: the C++ Work, the communicator (so the group outlives the
+/// operation) and the Python buffers (so the memory being written stays valid).
+struct PyWork {
+  Work work;
+  Communicator comm;
+  std::vector<Held> held;
+  const char* op = "";  // the operation and its peer (-1: none), for Work.wait's own errors
+  int peer = -1;
+
+  PyWork(Work w, Communicator c, std::vector<Held> h, const char* o, int p)
+      : work(std::move(w)), comm(std::move(c)), held(std::move(h)), op(o), peer(p) {}
+  PyWork(PyWork&&) = default;
+  PyWork& operator=(PyWork&&) = default;
+  /// Parks the buffers of an unfinished operation (see park_unfinished) instead of freeing them.
+  ~PyWork();
+};
+
+/// Drops the parked buffers of operations that have finished. Called on every new operation.
+void sweep_parked();
+
+// Registration of each part of the module.
+void register_errors(nb::module_& m);
+void register_communicator(nb::module_& m);
+void register_topology(nb::module_& m);
+void register_mesh(nb::module_& m);
+/// JobTopology::gather(comm) as a dict (collective over comm).
+nb::dict gather_job_topology(Communicator& comm);
+
+}  // namespace strata::py

@@ -1,0 +1,335 @@
+// The _strata extension: Communicator with every collective, Work, ReduceOp, and the registration
+// of the other parts (errors, mesh, topology). Every operation returns a Work at once; the Work
+// holds the Python buffers until the operation has completed, and wait() releases the GIL.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "bindings.hpp"
+#include "strata/error.hpp"
+
+namespace strata::py {
+namespace {
+
+using namespace nb::literals;
+
+// A dropped Work whose operation had not finished yet: its buffers (and group) are kept here until
+// it has, since the transport may still write into them. Heap-allocated and never freed: it must
+// not be destroyed after the interpreter (its ndarrays release Python objects).
+struct Parked {
+  Work work;
+  Communicator comm;
+  std::vector<Held> held;
+};
+std::vector<Parked>* const g_parked = new std::vector<Parked>();
+
+bool finished(const Work& w) {
+  try {
+    return w.test();
+  } catch (...) {
+    return true;  // failed: nothing writes into the buffers any more
+  }
+}
+
+std::chrono::milliseconds to_ms(double seconds, const char* what) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    throw nb::value_error((std::string("strata: ") + what + " must be a finite number of seconds >= 0").c_str());
+  }
+  // Capped at a year: a larger deadline means "forever" and would overflow the clock.
+  return std::chrono::milliseconds(int64_t(std::ceil(std::min(seconds, 3.15e7) * 1000)));
+}
+
+CommOptions options(const std::optional<std::string>& name, std::optional<double> timeout) {
+  CommOptions o;
+  if (name) o.name = *name;
+  if (timeout) o.timeout = to_ms(*timeout, "timeout");
+  return o;
+}
+
+// Issues the operation `f` with the GIL released (a small all-reduce may poll its peers for a
+// moment) and wraps the Work with the buffers `b` collected.
+template <typename F>
+PyWork issue(Communicator& c, Buffers& b, F&& f, int peer = -1) {
+  sweep_parked();
+  Work w;
+  {
+    nb::gil_scoped_release unlocked;
+    w = f();
+  }
+  return PyWork(std::move(w), c, b.take(), b.op(), peer);
+}
+
+// Work::wait's own timeout knows nothing of the operation (no rank, group, op): say which one it
+// was, keeping the code and the text.
+[[noreturn]] void rethrow_with_context(const Error& e, const PyWork& w) {
+  if (e.where().rank >= 0) throw e;
+  const std::string prefix = Error(e.code(), e.where(), "").what();
+  std::string_view text(e.what());
+  if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+  ErrorContext where = e.where();
+  where.rank = w.comm.rank();
+  where.group = w.comm.name();
+  where.op = w.op;
+  where.peer = w.peer;
+  throw Error(e.code(), where, std::string(text));
+}
+
+std::vector<size_t> prefix_sums(const std::vector<size_t>& counts) {
+  std::vector<size_t> d(counts.size());
+  size_t at = 0;
+  for (size_t i = 0; i < counts.size(); ++i) d[i] = at, at += counts[i];
+  return d;
+}
+
+void require(bool ok, const char* op, const char* what) {
+  if (!ok) throw nb::value_error(("strata." + std::string(op) + ": " + what).c_str());
+}
+
+}  // namespace
+
+PyWork::~PyWork() {
+  if (!finished(work)) g_parked->push_back({std::move(work), std::move(comm), std::move(held)});
+}
+
+void sweep_parked() {
+  std::erase_if(*g_parked, [](const Parked& p) { return finished(p.work); });
+}
+
+void register_communicator(nb::module_& m) {
+  nb::enum_<ReduceOp>(m, "ReduceOp", "Reduction operator; every operation also takes its name.")
+      .value("sum", ReduceOp::sum)
+      .value("prod", ReduceOp::prod)
+      .value("min", ReduceOp::min)
+      .value("max", ReduceOp::max)
+      .value("avg", ReduceOp::avg, "sum / group size (integers truncate)")
+      .value("band", ReduceOp::band, "bitwise and (integers, bool)")
+      .value("bor", ReduceOp::bor, "bitwise or (integers, bool)")
+      .value("bxor", ReduceOp::bxor, "bitwise xor (integers, bool)");
+
+  nb::class_<PyWork>(m, "Work", "Handle of an operation in flight; holds its buffers until done.")
+      .def(
+          "wait",
+          [](const PyWork& w, std::optional<double> timeout) {
+            const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
+            nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
+            try {
+              if (ms) w.work.wait(*ms);
+              else w.work.wait();
+            } catch (const Error& e) {
+              rethrow_with_context(e, w);
+            }
+          },
+          "timeout"_a = nb::none(),
+          "Blocks until the operation completes (at most `timeout` seconds; default: the "
+          "communicator's deadline). Raises strata.Error if it failed or the timeout passed (the "
+          "operation itself keeps running then, and a later wait() may still succeed).")
+      .def(
+          "test",
+          [](const PyWork& w) {
+            nb::gil_scoped_release unlocked;
+            return w.work.test();
+          },
+          "True when complete; raises strata.Error if the operation failed. Does not block.")
+      .def_prop_ro("elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
+                   "Seconds from the operation's start to its completion (0 until complete).");
+
+  nb::class_<Communicator>(m, "Communicator",
+                           "A group of ranks. Operations return a Work at once and complete in "
+                           "issue order; buffers are used in place, never copied.")
+      .def_static(
+          "from_env",
+          [](const std::string& name, std::optional<double> timeout) {
+            const CommOptions o = options(name, timeout);
+            nb::gil_scoped_release unlocked;  // collective over the job
+            return Communicator::from_env(o);
+          },
+          "name"_a = "world", "timeout"_a = nb::none(),
+          "Joins the job of mpirun (OMPI_COMM_WORLD_*) or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, "
+          "...). Collective. `timeout`: deadline of every operation in seconds (default "
+          "STRATA_TIMEOUT, 300 s).")
+      .def_prop_ro("rank", &Communicator::rank)
+      .def_prop_ro("size", &Communicator::size)
+      .def_prop_ro("name", &Communicator::name)
+      .def("__repr__",
+           [](const Communicator& c) {
+             return "<strata.Communicator '" + c.name() + "' rank " + std::to_string(c.rank()) +
+                    " of " + std::to_string(c.size()) + ">";
+           })
+      .def(
+          "split",
+          [](Communicator& c, int color, int key, std::optional<std::string> name,
+             std::optional<double> timeout) -> std::optional<Communicator> {
+            const CommOptions o = options(name, timeout);
+            Communicator sub;
+            {
+              nb::gil_scoped_release unlocked;  // collective
+              sub = c.split(color, key, o);
+            }
+            if (!sub) return std::nullopt;
+            return sub;
+          },
+          "color"_a, "key"_a = 0, "name"_a = nb::none(), "timeout"_a = nb::none(),
+          "Collective: ranks passing the same color form a communicator, ordered by (key, rank). "
+          "Returns None on a rank passing a negative color.")
+      .def(
+          "abort",
+          [](Communicator& c) {
+            nb::gil_scoped_release unlocked;
+            c.abort();
+          },
+          "Ends the group at once: pending and later operations fail with code 'aborted', the "
+          "other ranks' with 'peer_failure' naming this rank.")
+      .def("flight_record", &Communicator::flight_record,
+           "The last operations of this communicator as a table (for debugging hangs).")
+      .def("job_topology", &gather_job_topology,
+           "Collective: the whole job's topology as a dict with 'nodes', 'ranks' and "
+           "'node_of_rank'.")
+
+      // Collectives. Each returns a Work at once.
+      .def(
+          "all_reduce",
+          [](Communicator& c, nb::handle input, nb::handle output, const OpArg& op) {
+            const ReduceOp o = parse_op(op);
+            Buffers b("all_reduce");
+            if (output.is_none()) {
+              const Buffer io = b.output(input, "input (in place)");
+              return issue(c, b, [&] { return c.all_reduce(io, o); });
+            }
+            const Buffer in = b.input(input, "input"), out = b.output(output, "output");
+            return issue(c, b, [&] { return c.all_reduce(in, out, o); });
+          },
+          "input"_a, "output"_a.none() = nb::none(), "op"_a = "sum",
+          "Element-wise reduction; every rank receives the result in output (in input when "
+          "output is None).")
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, nb::handle input, nb::handle output, const OpArg& op) {
+            const ReduceOp o = parse_op(op);
+            Buffers b("reduce_scatter");
+            const Buffer in = b.input(input, "input"), out = b.output(output, "output");
+            return issue(c, b, [&] { return c.reduce_scatter(in, out, o); });
+          },
+          "input"_a, "output"_a, "op"_a = "sum",
+          "input has size * output.size elements; rank r receives block r of the reduction.")
+      .def(
+          "all_gather",
+          [](Communicator& c, nb::handle input, nb::handle output) {
+            Buffers b("all_gather");
+            const Buffer in = b.input(input, "input"), out = b.output(output, "output");
+            return issue(c, b, [&] { return c.all_gather(in, out); });
+          },
+          "input"_a, "output"_a, "output has size * input.size elements; block r is rank r's input.")
+      .def(
+          "all_to_all",
+          [](Communicator& c, nb::handle input, nb::handle output) {
+            Buffers b("all_to_all");
+            const Buffer in = b.input(input, "input"), out = b.output(output, "output");
+            return issue(c, b, [&] { return c.all_to_all(in, out); });
+          },
+          "input"_a, "output"_a,
+          "size equal blocks: block j of input goes to rank j, block i of output comes from rank i.")
+      .def(
+          "all_to_allv",
+          [](Communicator& c, nb::handle input, std::vector<size_t> send_counts, nb::handle output,
+             std::vector<size_t> recv_counts, std::optional<std::vector<size_t>> send_displs,
+             std::optional<std::vector<size_t>> recv_displs) {
+            Buffers b("all_to_allv");
+            const Buffer in = b.input(input, "input"), out = b.output(output, "output");
+            // Displacements default to packed blocks in rank order.
+            auto sd = send_displs ? *send_displs : prefix_sums(send_counts);
+            auto rd = recv_displs ? *recv_displs : prefix_sums(recv_counts);
+            return issue(c, b, [&] { return c.all_to_allv(in, send_counts, sd, out, recv_counts, rd); });
+          },
+          "input"_a, "send_counts"_a, "output"_a, "recv_counts"_a, "send_displs"_a = nb::none(),
+          "recv_displs"_a = nb::none(),
+          "all_to_all with per-rank counts (in elements); displacements default to the prefix "
+          "sums of the counts.")
+      .def(
+          "broadcast",
+          [](Communicator& c, nb::handle buffer, int root) {
+            Buffers b("broadcast");
+            const Buffer io = b.output(buffer, "buffer");
+            return issue(c, b, [&] { return c.broadcast(io, root); });
+          },
+          "buffer"_a, "root"_a = 0, "Copies root's buffer into every rank's buffer.")
+      .def(
+          "reduce",
+          [](Communicator& c, nb::handle input, nb::handle output, const OpArg& op, int root) {
+            const ReduceOp o = parse_op(op);
+            Buffers b("reduce");
+            const bool is_root = c.rank() == root;
+            if (is_root && output.is_none()) {
+              const Buffer io = b.output(input, "input (in place)");
+              return issue(c, b, [&] { return c.reduce(io, io, o, root); });
+            }
+            const Buffer in = b.input(input, "input");
+            const Buffer out = output.is_none() ? Buffer{} : b.output(output, "output");
+            return issue(c, b, [&] { return c.reduce(in, out, o, root); });
+          },
+          "input"_a, "output"_a.none() = nb::none(), "op"_a = "sum", "root"_a = 0,
+          "Reduction delivered to root only (into input when output is None there); output is "
+          "ignored, and may be None, on other ranks.")
+      .def(
+          "gather",
+          [](Communicator& c, nb::handle input, nb::handle output, int root) {
+            Buffers b("gather");
+            require(c.rank() != root || !output.is_none(), "gather", "output is required on the root");
+            const Buffer in = b.input(input, "input");
+            const Buffer out = output.is_none() ? Buffer{} : b.output(output, "output");
+            return issue(c, b, [&] { return c.gather(in, out, root); });
+          },
+          "input"_a, "output"_a.none() = nb::none(), "root"_a = 0,
+          "root receives size * input.size elements in rank order; output may be None elsewhere.")
+      .def(
+          "scatter",
+          [](Communicator& c, nb::handle input, nb::handle output, int root) {
+            Buffers b("scatter");
+            require(c.rank() != root || !input.is_none(), "scatter", "input is required on the root");
+            const Buffer in = input.is_none() ? Buffer{} : b.input(input, "input");
+            const Buffer out = b.output(output, "output");
+            return issue(c, b, [&] { return c.scatter(in, out, root); });
+          },
+          "input"_a.none(), "output"_a, "root"_a = 0,
+          "root sends block r of input (size * output.size elements) to rank r; input may be None "
+          "elsewhere.")
+      .def(
+          "send",
+          [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
+            Buffers b("send");
+            const Buffer in = b.input(buffer, "buffer");
+            return issue(c, b, [&] { return c.send(in, peer, tag); }, peer);
+          },
+          "buffer"_a, "peer"_a, "tag"_a = 0,
+          "Sends to peer; messages of one pair and tag match in issue order.")
+      .def(
+          "recv",
+          [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
+            Buffers b("recv");
+            const Buffer out = b.output(buffer, "buffer");
+            return issue(c, b, [&] { return c.recv(out, peer, tag); }, peer);
+          },
+          "buffer"_a, "peer"_a, "tag"_a = 0, "Receives from peer into buffer.")
+      .def(
+          "barrier",
+          [](Communicator& c) {
+            Buffers b("barrier");
+            return issue(c, b, [&] { return c.barrier(); });
+          },
+          "Completes when every rank has entered it.");
+}
+
+}  // namespace strata::py
+
+NB_MODULE(_strata, m) {
+  m.doc() = "Strata collective communication (the compiled part of the strata package).";
+  m.attr("__version__") = STRATA_VERSION;
+  strata::py::register_errors(m);
+  strata::py::register_communicator(m);
+  strata::py::register_mesh(m);
+  strata::py::register_topology(m);
+}
