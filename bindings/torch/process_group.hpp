@@ -1,0 +1,100 @@
+// ProcessGroupStrata: the torch.distributed backend "strata" for CPU tensors. Every operation
+// torch's gloo backend offers, issued asynchronously on one Strata communicator; see work.hpp
+// for how each completes and docs/bindings.md for what is not supported and why.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <atomic>
+#include <memory>
+
+#include "strata/communicator.hpp"
+#include "work.hpp"
+
+namespace strata::torch_backend {
+
+class ProcessGroupStrata final : public c10d::Backend {
+ public:
+  /// Collective over the `size` ranks sharing `store`: builds the Strata communicator named
+  /// `group_name` (errors read "group torch:<name>"), every operation's deadline `timeout`.
+  ProcessGroupStrata(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     std::chrono::milliseconds timeout, const std::string& group_name);
+  ~ProcessGroupStrata() override;
+
+  const std::string getBackendName() const override { return "strata"; }
+  uint64_t getSequenceNumberForGroup() override { return seq_.load(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
+  /// Ends the group like ncclCommAbort: pending operations fail here and on the peers.
+  void abort() override;
+  /// Waits for this rank's pending operations (aborting if they fail or outlast the timeout),
+  /// then releases the group. Local, like ncclCommDestroy: no collective with the peers.
+  void shutdown() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather_single(at::Tensor& output, at::Tensor& input,
+                                               const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& output, at::Tensor& input,
+                                                   std::vector<int64_t>& output_splits,
+                                                   std::vector<int64_t>& input_splits,
+                                                   const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  /// Builds the work, lets `issue` add its Strata operations and finisher, and returns it;
+  /// an error while issuing is raised as torch's (ValueError for bad arguments).
+  template <typename Issue>
+  c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const char* title,
+                                     const std::vector<at::Tensor>& inputs,
+                                     std::vector<at::Tensor> outputs,
+                                     std::chrono::milliseconds timeout, Issue&& issue);
+  std::chrono::milliseconds deadline(std::chrono::milliseconds op_timeout) const;
+  /// One tensor per rank and per call, as torch's CPU backends take it.
+  const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) const;
+
+  Communicator comm_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Completer> completer_ = std::make_unique<Completer>();
+  std::atomic<uint64_t> seq_{0};
+  strata::Work last_;  // the last operation issued
+};
+
+}  // namespace strata::torch_backend

@@ -1,0 +1,151 @@
+#include "work.hpp"
+
+#include <c10/util/Exception.h>
+
+#include "strata/error.hpp"
+
+namespace strata::torch_backend {
+
+std::exception_ptr torch_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    const c10::SourceLocation where{__func__, __FILE__, uint32_t(__LINE__)};
+    if (err.code() == ErrorCode::invalid_argument) {
+      return std::make_exception_ptr(c10::ValueError(where, err.what()));
+    }
+    return std::make_exception_ptr(c10::DistBackendError(where, err.what()));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
+                       const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
+                       std::chrono::milliseconds timeout)
+    : c10d::Work(rank, type, profiling_title, inputs),
+      outputs_(std::move(outputs)),
+      timeout_(timeout),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
+  if (works_.empty()) {
+    complete();
+    return;
+  }
+  bool done = false;
+  try {
+    done = works_.back().test();
+  } catch (const std::exception&) {
+    done = true;  // failed already: complete() records the error
+  }
+  if (done) {
+    complete();
+    return;
+  }
+  c10::intrusive_ptr<StrataWork> self =
+      c10::intrusive_ptr<StrataWork>::reclaim_copy(this);
+  works_.back().on_complete([queue, self]() mutable { queue->push(std::move(self)); });
+}
+
+void StrataWork::complete() {
+  if (claimed_.exchange(true)) return;
+  std::exception_ptr error;
+  try {
+    for (const strata::Work& w : works_) w.wait();
+    if (finisher_) finisher_();
+  } catch (...) {
+    error = torch_exception(std::current_exception());
+  }
+  finisher_ = nullptr;  // frees the staging buffers now, not with the Work
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+bool StrataWork::wait(std::chrono::milliseconds timeout) {
+  const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  if (!claimed_.load()) {
+    // Wait on Strata directly (it polls), then complete on this thread: no hand-off to the
+    // Completer on the latency path of a blocking collective.
+    bool all_done = true;
+    for (const strata::Work& w : works_) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        w.wait(std::max(left, std::chrono::milliseconds(0)));
+      } catch (const Error&) {
+        bool finished = true;
+        try {
+          finished = w.test();
+        } catch (const Error&) {
+        }
+        all_done = finished;  // false: our deadline passed, the operation still runs
+        break;
+      }
+    }
+    if (all_done) complete();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
+    C10_THROW_ERROR(DistBackendError,
+                    "strata: wait() on rank " + std::to_string(rank_) + " for " +
+                        c10d::opTypeToString(opType_) + " timed out after " +
+                        std::to_string(limit.count()) + " ms; the operation is still running");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+void CompletionQueue::push(c10::intrusive_ptr<StrataWork> work) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!stopped_) {
+      queue_.push_back(std::move(work));
+      cv_.notify_one();
+      return;
+    }
+  }
+  work->complete();
+}
+
+void CompletionQueue::serve() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping, and nothing left
+    auto work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    work->complete();
+    work.reset();  // the last reference may free tensors: outside the lock
+    lock.lock();
+  }
+  stopped_ = true;
+}
+
+void CompletionQueue::stop() {
+  std::lock_guard<std::mutex> l(mu_);
+  stopping_ = true;
+  cv_.notify_one();
+}
+
+Completer::Completer() : thread_([q = queue_] { q->serve(); }) {}
+
+Completer::~Completer() {
+  queue_->stop();
+  // The backend can die on the completer's own thread (a future callback holding the last
+  // reference); serve() needs only the queue, so the thread may finish on its own then.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+}  // namespace strata::torch_backend

@@ -1,0 +1,158 @@
+"""The strata backend's lifecycle, each scenario in its own processes (spawned here, so that a
+rank can die without a launcher stopping the rest):
+
+  reinit  init, use and destroy the default group 4 times in one process: no thread, file
+          descriptor or listening port is left behind after the first round;
+  kill    rank 2 of 3 dies by SIGKILL mid-job: the others' next collective raises
+          DistBackendError naming rank 2, well within the timeout;
+  exit    ranks leave without destroy_process_group, one with an operation in flight: every
+          process exits 0, within seconds.
+
+    PYTHONPATH=build/python build/venv/bin/python tests/torch/lifecycle.py [scenario...]
+"""
+
+import multiprocessing as mp
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+TIMEOUT_S = 60  # every scenario must finish well inside this
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init(rank, size, port):
+    import torch.distributed as dist
+
+    import strata.torch  # noqa: F401
+
+    dist.init_process_group("strata", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size, timeout=timedelta(seconds=TIMEOUT_S))
+    return dist
+
+
+def resources():
+    """(threads, open fds, listening TCP ports) of this process."""
+    threads = len(os.listdir("/proc/self/task"))
+    fds = len(os.listdir("/proc/self/fd"))
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    listening = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                listening += cols[3] == "0A" and cols[9] in inodes
+    return threads, fds, listening
+
+
+def reinit(rank, size, ports):
+    import torch
+
+    seen = []
+    for port in ports:
+        dist = init(rank, size, port)
+        t = torch.ones(1000)
+        dist.all_reduce(t)
+        assert torch.equal(t, torch.full((1000,), float(size)))
+        dist.destroy_process_group()
+        time.sleep(0.2)  # let exiting threads finish
+        seen.append(resources())
+    assert len(set(seen[1:])) == 1, f"rank {rank}: threads/fds/listening per round {seen}"
+    return f"rank {rank}: rounds left {seen[-1]} (threads, fds, listening ports)"
+
+
+def kill(rank, size, port):
+    import torch
+
+    dist = init(rank, size, port)
+    t = torch.ones(10)
+    dist.all_reduce(t)
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)  # rank 2 is surely gone
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1 << 16))
+    except dist.DistBackendError as e:
+        took = time.monotonic() - start
+        assert "rank 2" in str(e) or "peer 2" in str(e), f"rank {rank}: {e}"
+        assert took < TIMEOUT_S / 2, f"rank {rank}: noticed after {took:.1f} s"
+        os._exit(0)  # the group is broken: leave without a collective teardown
+    raise AssertionError(f"rank {rank}: all_reduce with a dead peer did not raise")
+
+
+def leave(rank, size, port):
+    import torch
+
+    dist = init(rank, size, port)
+    t = torch.ones(10)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == 0:
+        dist.all_reduce(torch.ones(100), async_op=True)  # in flight, never waited for
+    return f"rank {rank}: leaving without destroy_process_group"
+
+
+def child(target, rank, size, args, results):
+    try:
+        results.put((rank, "ok", target(rank, size, *args)))
+    except BaseException:
+        results.put((rank, "error", traceback.format_exc()))
+        os._exit(1)
+
+
+def run(name, target, size, args, expect_exit):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=child, args=(target, r, size, args, results))
+             for r in range(size)]
+    start = time.monotonic()
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(max(1.0, TIMEOUT_S - (time.monotonic() - start)))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    reports = {}
+    while not results.empty():
+        rank, status, text = results.get()
+        reports[rank] = (status, text)
+    codes = [p.exitcode for p in procs]
+    ok = not hung and all(expect_exit(r, c) for r, c in enumerate(codes)) and \
+        all(s == "ok" for s, _ in reports.values())
+    print(f"{name}: {'ok' if ok else 'FAILED'} in {time.monotonic() - start:.1f} s, "
+          f"exit codes {codes}{', hung ranks ' + str(hung) if hung else ''}")
+    for rank in sorted(reports):
+        print(f"  {reports[rank][1]}" if reports[rank][1] else "")
+    return ok
+
+
+SCENARIOS = {
+    "reinit": lambda: run("reinit", reinit, 2, ([free_port() for _ in range(4)],),
+                          lambda r, c: c == 0),
+    "kill": lambda: run("kill", kill, 3, (free_port(),),
+                        lambda r, c: c == (-signal.SIGKILL if r == 2 else 0)),
+    "exit": lambda: run("exit", leave, 2, (free_port(),), lambda r, c: c == 0),
+}
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(SCENARIOS)
+    results = [SCENARIOS[n]() for n in names]
+    sys.exit(0 if all(results) else 1)
