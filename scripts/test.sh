@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Installs (Debian packages, and build/venv with the pinned torch), builds (C++, the Python
-# module, the torch backend), and runs the whole test suite through CTest (every test has a
-# timeout), then the engine and communicator tests again under AddressSanitizer +
-# UndefinedBehaviorSanitizer and under ThreadSanitizer (CMakePresets.json: asan-ci, tsan-ci; each builds just those tests, in
-# build-asan/ and build-tsan/). Arguments go to the first ctest; STRATA_SANITIZERS=0 skips the
-# sanitizer runs (about 7 minutes).
+# Installs (Debian packages; a venv with the pinned torch, scripts/python-env.sh), builds (C++,
+# the C ABI, the Python module, the torch backend), and runs the whole test suite through CTest
+# (every test has a timeout), then the engine and communicator tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer (CMakePresets.json:
+# asan-ci, tsan-ci; each builds just those tests, in build-asan/ and build-tsan/). Arguments go
+# to the first ctest; STRATA_SANITIZERS=0 skips the sanitizer runs (about 7 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/python-env.sh   # build/venv: the pinned torch, nanobind, pytest
-scripts/build.sh -DSTRATA_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/venv/bin/python"
+venv=$(scripts/python-env.sh)   # the pinned torch, nanobind, pytest
+scripts/build.sh -DSTRATA_PYTHON=ON -DPython_EXECUTABLE="$venv/bin/python"
 (cd build && ctest --output-on-failure --timeout 900 "$@")
 [ "${STRATA_SANITIZERS:-1}" = 0 ] && exit 0
 for s in asan tsan; do

@@ -469,7 +469,8 @@ WorkPtr ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dst, int 
 WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
   Staged t(single(tensors, "recv"), "recv");
-  return run(OpType::RECV, "strata:recv", {}, tensors, c10d::kUnsetTimeout,
+  // The profiler records a receive with its tensor's shape, as gloo does.
+  return run(OpType::RECV, "strata:recv", tensors, tensors, c10d::kUnsetTimeout,
              [&](StrataWork& w) {
                w.add(comm_.recv(t.buffer(), src, uint32_t(tag)));
                w.on_success([t] { t.finish(); });

@@ -14,7 +14,9 @@ std::exception_ptr torch_exception(std::exception_ptr e) {
     if (err.code() == ErrorCode::invalid_argument) {
       return std::make_exception_ptr(c10::ValueError(where, err.what()));
     }
-    return std::make_exception_ptr(c10::DistBackendError(where, err.what()));
+    // torch's backends say "Timed out" / "timeout" in so many words; so do we.
+    const char* why = err.code() == ErrorCode::timeout ? " [the process group timeout passed]" : "";
+    return std::make_exception_ptr(c10::DistBackendError(where, err.what() + std::string(why)));
   } catch (...) {
     return std::current_exception();
   }

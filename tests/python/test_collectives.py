@@ -1,7 +1,7 @@
 """The Python binding against numpy references, run by every rank of an mpirun job:
 
     PYTHONPATH=build-py/python mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 \
-        build/venv/bin/python -m pytest -q -x tests/python
+        ~/.cache/strata/venv/bin/python -m pytest -q -x tests/python
 
 Every rank runs the same tests in the same order (they are collective). Inputs are functions of
 (rank, index), so each rank computes every other rank's input and the expected result itself.

@@ -8,7 +8,7 @@ rank can die without a launcher stopping the rest):
   exit    ranks leave without destroy_process_group, one with an operation in flight: every
           process exits 0, within seconds.
 
-    PYTHONPATH=build/python build/venv/bin/python tests/torch/lifecycle.py [scenario...]
+    PYTHONPATH=build/python ~/.cache/strata/venv/bin/python tests/torch/lifecycle.py [scenario...]
 """
 
 import multiprocessing as mp

@@ -1,8 +1,10 @@
 """torch.distributed on the strata backend: every operation, ReduceOp and dtype against a
 reference each rank computes itself (inputs are functions of (rank, index)).
 
-    PYTHONPATH=build/python build/bin/strata-run -n 3 build/venv/bin/python -m pytest -q tests/torch
+    PYTHONPATH=build/python build/bin/strata-run -n 3 ~/.cache/strata/venv/bin/python -m pytest -q tests/torch
 """
+
+from datetime import timedelta
 
 import pytest
 import torch
@@ -323,6 +325,22 @@ def test_barrier_and_subgroups():
     assert dist.get_backend(mine) == "strata"
     for g in groups:
         dist.destroy_process_group(g)
+
+
+def test_monitored_barrier_names_the_missing_rank():
+    dist.monitored_barrier(timeout=timedelta(seconds=20))
+    dist.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
+    g = dist.new_group()  # its own group: the failed barrier leaves receives behind
+    if rank() == 0:
+        with pytest.raises(dist.DistBackendError,
+                           match="Rank 1 failed to pass monitoredBarrier in 1000 ms"):
+            dist.monitored_barrier(g, timeout=timedelta(seconds=1))
+    elif rank() > 1:
+        with pytest.raises(dist.DistBackendError,
+                           match=f"Rank {rank()} successfully reached monitoredBarrier"):
+            dist.monitored_barrier(g, timeout=timedelta(seconds=3))
+    dist.barrier()
+    dist.destroy_process_group(g)
 
 
 def test_profiler_names_every_operation():

@@ -2,7 +2,7 @@
 whole batch, and those that the same job reaches through gloo: DDP (unused parameters, static
 graph, comm hooks), FSDP2 (both reshard settings) and a 2-D (dp x shard) device mesh.
 
-    PYTHONPATH=build/python build/bin/strata-run -n 4 build/venv/bin/python -m pytest -q \
+    PYTHONPATH=build/python build/bin/strata-run -n 4 ~/.cache/strata/venv/bin/python -m pytest -q \
         tests/torch/test_training.py
 """
 
