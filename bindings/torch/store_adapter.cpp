@@ -7,17 +7,25 @@
 namespace strata::torch_backend {
 namespace {
 
-// torch's store errors (DistStoreError on a timeout or a lost server) as Strata's, so the
-// bootstrap reports them like its own store's: operation and key named.
+// torch's store errors as Strata's, so the bootstrap reports them like its own store's
+// (operation and key named) and knows a timeout, which it retries in slices, from a lost store.
+// A timeout is DistStoreError from TCPStore and HashStore but a plain c10::Error
+// ("Wait timeout") from FileStore, hence the look at the message.
+ErrorCode classify(const c10::Error& e) {
+  if (dynamic_cast<const c10::DistNetworkError*>(&e) != nullptr) return ErrorCode::transport;
+  if (dynamic_cast<const c10::DistStoreError*>(&e) != nullptr) return ErrorCode::timeout;
+  const std::string what = e.what_without_backtrace();
+  const bool timeout = what.find("imeout") != std::string::npos ||
+                       what.find("imed out") != std::string::npos;
+  return timeout ? ErrorCode::timeout : ErrorCode::transport;
+}
+
 template <typename F>
 auto translated(const char* op, const std::string& key, F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const c10::DistStoreError& e) {
-    throw Error(ErrorCode::timeout, ErrorContext{.op = op},
-                "key '" + key + "': " + e.what_without_backtrace());
   } catch (const c10::Error& e) {
-    throw Error(ErrorCode::transport, ErrorContext{.op = op},
+    throw Error(classify(e), ErrorContext{.op = op},
                 "key '" + key + "': " + e.what_without_backtrace());
   }
 }

@@ -82,9 +82,10 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
     }
     if (e.code() == ErrorCode::peer_failure) {
       throw Error(ErrorCode::peer_failure, w,
-                  "lost the store while waiting for " + who + "'s " + what + ": " + e.what());
+                  "lost the store while waiting for " + who + " to publish " + what + ": " +
+                      e.what());
     }
-    throw Error(e.code(), w, "waiting for " + who + "'s " + what + ": " + e.what());
+    throw Error(e.code(), w, "waiting for " + who + " to publish " + what + ": " + e.what());
   }
   throw *report;
 }

@@ -7,6 +7,8 @@ rank can die without a launcher stopping the rest):
           DistBackendError naming rank 2, well within the timeout;
   exit    ranks leave without destroy_process_group, one with an operation in flight: every
           process exits 0, within seconds.
+  late    over a file:// store (FileStore says "Wait timeout" in its own way), a rank that
+          starts a second after the other still joins.
 
     PYTHONPATH=build/python ~/.cache/strata/venv/bin/python tests/torch/lifecycle.py [scenario...]
 """
@@ -29,13 +31,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def init(rank, size, port):
+def init(rank, size, port, init_method=None):
     import torch.distributed as dist
 
     import strata.torch  # noqa: F401
 
-    dist.init_process_group("strata", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=size, timeout=timedelta(seconds=TIMEOUT_S))
+    dist.init_process_group("strata", init_method=init_method or f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=size, timeout=timedelta(seconds=TIMEOUT_S))
     return dist
 
 
@@ -108,6 +110,23 @@ def leave(rank, size, port):
     return f"rank {rank}: leaving without destroy_process_group"
 
 
+def late(rank, size, path):
+    import torch
+
+    import torch.distributed  # noqa: F401  (imported before the wait, as by a real trainer)
+
+    import strata.torch  # noqa: F401
+
+    if rank == 1:
+        time.sleep(1.0)
+    dist = init(rank, size, None, init_method=f"file://{path}")
+    t = torch.ones(10)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((10,), float(size)))
+    dist.destroy_process_group()
+    return f"rank {rank}: joined" + (" a second late" if rank == 1 else "")
+
+
 def child(target, rank, size, args, results):
     try:
         results.put((rank, "ok", target(rank, size, *args)))
@@ -150,7 +169,16 @@ SCENARIOS = {
     "kill": lambda: run("kill", kill, 3, (free_port(),),
                         lambda r, c: c == (-signal.SIGKILL if r == 2 else 0)),
     "exit": lambda: run("exit", leave, 2, (free_port(),), lambda r, c: c == 0),
+    "late": lambda: with_file_store(lambda path: run("late", late, 2, (path,),
+                                                     lambda r, c: c == 0)),
 }
+
+
+def with_file_store(f):
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="strata-lifecycle-") as d:
+        return f(os.path.join(d, "store"))
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(SCENARIOS)
