@@ -35,8 +35,10 @@ def timed(fn, iters):
 def all_reduce_table(groups, quick):
     n = dist.get_world_size()
     rows = []
-    nbytes = 8
-    while nbytes <= (4 << 20 if quick else 64 << 20):
+    sizes = [8 << (2 * k) for k in range(7)] + [64 << 10 << (2 * k) for k in range(6)]
+    for nbytes in sizes:  # 8 B ... 32 KiB, then 64 KiB, 256 KiB, ... 64 MiB
+        if quick and nbytes > 4 << 20:
+            break
         t = torch.ones(nbytes // 4)
         iters = max(3, min(2000, (256 << 20) // (nbytes * 8)))
         if quick:
@@ -53,7 +55,6 @@ def all_reduce_table(groups, quick):
             busbw = nbytes / secs * 2 * (n - 1) / n / 1e9
             results[name] = (secs * 1e6, busbw)
         rows.append((nbytes, results))
-        nbytes *= 4 if nbytes < 1024 else 4
     return rows
 
 
@@ -83,21 +84,25 @@ def step_time(m, batch, steps):
 
 
 def model_table(gloo, quick):
-    steps, rounds = (3, 1) if quick else (10, 3)
+    """Median step times (ms) per case and backend; "no data parallelism" (the model alone,
+    which no backend touches) is measured in the same rounds, as the floor."""
+    steps, rounds = (3, 1) if quick else (10, 5)
     batch = torch.randn(32, 1024)
     cases = {
-        "no data parallelism": lambda g: model(),
         "DDP": lambda g: DDP(model(), process_group=g),
-        "FSDP2": lambda g: fsdp(g),
+        "FSDP2": fsdp,
     }
-    out = {}
-    for case, make in cases.items():
-        times = {"strata": [], "gloo": []}
-        for _ in range(rounds):
-            for name, g in (("strata", dist.group.WORLD), ("gloo", gloo)):
-                times[name].append(step_time(make(g), batch, steps))
-        out[case] = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    return out
+    times = {case: {"strata": [], "gloo": []} for case in cases}
+    alone = []
+    for r in range(rounds):
+        alone.append(step_time(model(), batch, steps))
+        order = (("strata", dist.group.WORLD), ("gloo", gloo))
+        for name, g in order if r % 2 == 0 else order[::-1]:  # neither always goes first
+            for case, make in cases.items():
+                times[case][name].append(step_time(make(g), batch, steps))
+    out = {case: {k: statistics.median(v) * 1e3 for k, v in t.items()}
+           for case, t in times.items()}
+    return statistics.median(alone) * 1e3, out
 
 
 def fsdp(group):
@@ -111,27 +116,31 @@ def fsdp(group):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="few sizes and iterations (a smoke test)")
+    p.add_argument("--models-only", action="store_true", help="skip the all_reduce sweep")
     args = p.parse_args()
     dist.init_process_group("strata")
     gloo = dist.new_group(backend="gloo")
     groups = {"strata": dist.group.WORLD, "gloo": gloo}
-    rows = all_reduce_table(groups, args.quick)
-    models = model_table(gloo, args.quick)
+    rows = [] if args.models_only else all_reduce_table(groups, args.quick)
+    alone_ms, models = model_table(gloo, args.quick)
     if dist.get_rank() == 0:
         print(f"# torch {torch.__version__}, {dist.get_world_size()} ranks, "
               f"{torch.get_num_threads()} intra-op threads per rank")
-        print("\n| size | strata us | gloo us | latency strata/gloo | strata GB/s | gloo GB/s "
-              "| busbw strata/gloo |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for nbytes, r in rows:
-            (su, sb), (gu, gb) = r["strata"], r["gloo"]
-            print(f"| {human(nbytes)} | {su:.1f} | {gu:.1f} | {su / gu:.2f} | {sb:.2f} | "
-                  f"{gb:.2f} | {sb / gb:.2f} |")
-        print("\n| step (4 x Linear(1024), batch 32) | strata ms | gloo ms | strata/gloo |")
-        print("|---|---:|---:|---:|")
+        if rows:
+            print("\n| size | strata us | gloo us | latency strata/gloo | strata GB/s | gloo GB/s "
+                  "| busbw strata/gloo |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
+            for nbytes, r in rows:
+                (su, sb), (gu, gb) = r["strata"], r["gloo"]
+                print(f"| {human(nbytes)} | {su:.1f} | {gu:.1f} | {su / gu:.2f} | {sb:.2f} | "
+                      f"{gb:.2f} | {sb / gb:.2f} |")
+        print("\n| step (4 x Linear(1024), batch 32) | strata ms | gloo ms | strata/gloo |"
+              " model alone / gloo |")
+        print("|---|---:|---:|---:|---:|")
         for case, t in models.items():
             print(f"| {case} | {t['strata']:.1f} | {t['gloo']:.1f} | "
-                  f"{t['strata'] / t['gloo']:.2f} |")
+                  f"{t['strata'] / t['gloo']:.2f} | {alone_ms / t['gloo']:.2f} |")
+        print(f"\nThe model alone (no data parallelism): {alone_ms:.1f} ms a step.")
     dist.destroy_process_group()
 
 
