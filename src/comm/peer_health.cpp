@@ -9,6 +9,11 @@ namespace strata::comm {
 namespace {
 
 constexpr auto kProbeInterval = std::chrono::milliseconds(50);
+// A rank that exits right after its last operation has usually sent all this rank still waits
+// for (its part of a final barrier or broadcast): operations in flight get this long to finish
+// with it before its exit counts as a death. Without it, a clean exit failed a slower peer's
+// last collective (seen in CI: gpt_validate_np8, slurm_np4 on 2 oversubscribed cores).
+constexpr auto kExitGrace = std::chrono::milliseconds(150);
 
 }  // namespace
 
@@ -56,7 +61,9 @@ void PeerHealth::probe() {
       for (int round = 0; round < 16; ++round) {
         if (take_notice()) return;
       }
-      report_death(int(r));
+      const auto now = Clock::now();
+      if (gone_since_[r] == Clock::time_point{}) gone_since_[r] = now;
+      if (now - gone_since_[r] >= kExitGrace) report_death(int(r));
       return;
     }
   }

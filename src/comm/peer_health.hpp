@@ -68,6 +68,8 @@ class PeerHealth final : public coll::Watchdog {
   const std::vector<bootstrap::ProcessId> processes_;
   ucx::Worker* worker_ = nullptr;
   Clock::time_point next_probe_{};
+  // When probe() first saw each rank's process gone (epoch: not seen); see kExitGrace.
+  std::vector<Clock::time_point> gone_since_ = std::vector<Clock::time_point>(processes_.size());
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
   ErrorCode code_ = ErrorCode::peer_failure;
