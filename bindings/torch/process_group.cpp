@@ -23,6 +23,17 @@ void check_same_dtype(const std::vector<at::Tensor>& ts, at::ScalarType dtype, c
   }
 }
 
+// Each of `ts` is one rank's block: as many elements as `like`, which is the `like_role` ("an
+// input") of this rank, and its dtype.
+void check_blocks(const std::vector<at::Tensor>& ts, const at::Tensor& like, const char* op,
+                  const char* role, const char* like_role) {
+  check_same_dtype(ts, like.scalar_type(), op);
+  for (const auto& t : ts) {
+    TORCH_CHECK_VALUE(t.numel() == like.numel(), "strata ", op, ": ", role, " of ", t.numel(),
+                      " elements for ", like_role, " of ", like.numel());
+  }
+}
+
 // The tensors concatenated, flat and contiguous: what a list operation sends.
 at::Tensor flat_cat(const std::vector<at::Tensor>& ts) {
   std::vector<at::Tensor> flat;
@@ -212,11 +223,7 @@ WorkPtr ProcessGroupStrata::allgather(std::vector<std::vector<at::Tensor>>& outp
   TORCH_CHECK_VALUE(outputs.size() == 1 && int(outputs[0].size()) == getSize(),
                     "strata all_gather: needs one list of ", getSize(), " output tensors");
   const auto& outs = outputs[0];
-  check_same_dtype(outs, in.flat().scalar_type(), "all_gather");
-  for (const auto& o : outs) {
-    TORCH_CHECK_VALUE(o.numel() == in.flat().numel(), "strata all_gather: output of ",
-                      o.numel(), " elements for an input of ", in.flat().numel());
-  }
+  check_blocks(outs, in.flat(), "all_gather", "output", "an input");
   at::Tensor flat = at::empty({in.flat().numel() * getSize()}, in.flat().options());
   return run(OpType::ALLGATHER, "strata:all_gather", inputs, outs, opts.timeout,
              [&](StrataWork& w) {
@@ -250,12 +257,12 @@ WorkPtr ProcessGroupStrata::allgather_coalesced(
   const at::Tensor in = flat_cat(inputs);
   std::vector<at::Tensor> outs;  // rank by rank, tensor by tensor: the order of `flat`
   for (const auto& list : output_lists) {
-    check_same_dtype(list, in.scalar_type(), "all_gather_coalesced");
+    for (size_t i = 0; i < list.size(); ++i) {
+      check_blocks({list[i]}, inputs[i], "all_gather_coalesced", "output", "an input");
+    }
     outs.insert(outs.end(), list.begin(), list.end());
   }
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
-  TORCH_CHECK_VALUE(flat_cat(outs).numel() == flat.numel(), "strata all_gather_coalesced: ",
-                    "output tensors do not match the inputs' sizes");
   return run(OpType::ALLGATHER_COALESCED, "strata:all_gather_coalesced", inputs, outs,
              opts.timeout, [&](StrataWork& w) {
                w.add(comm_.all_gather(view(in, "all_gather_coalesced"),
@@ -296,11 +303,7 @@ WorkPtr ProcessGroupStrata::gather(std::vector<std::vector<at::Tensor>>& outputs
     TORCH_CHECK_VALUE(outputs.size() == 1 && int(outputs[0].size()) == getSize(),
                       "strata gather: the root needs one list of ", getSize(), " output tensors");
     outs = outputs[0];
-    check_same_dtype(outs, in.flat().scalar_type(), "gather");
-    for (const auto& o : outs) {
-      TORCH_CHECK_VALUE(o.numel() == in.flat().numel(), "strata gather: output of ", o.numel(),
-                        " elements for an input of ", in.flat().numel());
-    }
+    check_blocks(outs, in.flat(), "gather", "output", "an input");
     flat = at::empty({in.flat().numel() * getSize()}, in.flat().options());
   } else {
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
@@ -339,11 +342,7 @@ WorkPtr ProcessGroupStrata::scatter(std::vector<at::Tensor>& outputs,
   if (root) {
     TORCH_CHECK_VALUE(inputs.size() == 1 && int(inputs[0].size()) == getSize(),
                       "strata scatter: the root needs one list of ", getSize(), " input tensors");
-    check_same_dtype(inputs[0], out.flat().scalar_type(), "scatter");
-    for (const auto& i : inputs[0]) {
-      TORCH_CHECK_VALUE(i.numel() == out.flat().numel(), "strata scatter: input of ", i.numel(),
-                        " elements for an output of ", out.flat().numel());
-    }
+    check_blocks(inputs[0], out.flat(), "scatter", "input", "an output");
     flat = flat_cat(inputs[0]);
   } else {
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
@@ -363,11 +362,7 @@ WorkPtr ProcessGroupStrata::reduce_scatter(std::vector<at::Tensor>& outputs,
   Staged out(single(outputs, "reduce_scatter"), "reduce_scatter");
   TORCH_CHECK_VALUE(inputs.size() == 1 && int(inputs[0].size()) == getSize(),
                     "strata reduce_scatter: needs one list of ", getSize(), " input tensors");
-  check_same_dtype(inputs[0], out.flat().scalar_type(), "reduce_scatter");
-  for (const auto& i : inputs[0]) {
-    TORCH_CHECK_VALUE(i.numel() == out.flat().numel(), "strata reduce_scatter: input of ",
-                      i.numel(), " elements for an output of ", out.flat().numel());
-  }
+  check_blocks(inputs[0], out.flat(), "reduce_scatter", "input", "an output");
   const Reduction r = reduction(opts.reduceOp, out.flat().scalar_type(), "reduce_scatter");
   at::Tensor flat = flat_cat(inputs[0]);  // a copy: scaling it leaves the inputs unchanged
   if (r.premul) flat.mul_(*r.premul);
