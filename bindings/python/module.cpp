@@ -136,7 +136,10 @@ void register_communicator(nb::module_& m) {
           },
           "True when complete; raises strata.Error if the operation failed. Does not block.")
       .def_prop_ro("elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
-                   "Seconds from the operation's start to its completion (0 until complete).");
+                   "Seconds from the operation's start to its completion (0 until complete).")
+      .def_prop_ro("source", [](const PyWork& w) { return w.work.source(); },
+                   "The rank a completed recv received from (what ANY_SOURCE matched); -1 for "
+                   "other operations and before completion.");
 
   nb::class_<Communicator>(m, "Communicator",
                            "A group of ranks. Operations return a Work at once and complete in "
@@ -313,7 +316,8 @@ void register_communicator(nb::module_& m) {
             const Buffer out = b.output(buffer, "buffer");
             return issue(c, b, [&] { return c.recv(out, peer, tag); }, peer);
           },
-          "buffer"_a, "peer"_a, "tag"_a = 0, "Receives from peer into buffer.")
+          "buffer"_a, "peer"_a, "tag"_a = 0,
+          "Receives from peer (or strata.ANY_SOURCE: Work.source says which) into buffer.")
       .def(
           "barrier",
           [](Communicator& c) {
@@ -328,6 +332,7 @@ void register_communicator(nb::module_& m) {
 NB_MODULE(_strata, m) {
   m.doc() = "Strata collective communication (the compiled part of the strata package).";
   m.attr("__version__") = STRATA_VERSION;
+  m.attr("ANY_SOURCE") = strata::kAnySource;
   strata::py::register_errors(m);
   strata::py::register_communicator(m);
   strata::py::register_mesh(m);

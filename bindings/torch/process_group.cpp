@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "sparse_sum.hpp"
 #include "store_adapter.hpp"
 #include "strata/error.hpp"
 #include "tensors.hpp"
@@ -168,6 +169,12 @@ WorkPtr ProcessGroupStrata::broadcast(std::vector<at::Tensor>& tensors,
 
 WorkPtr ProcessGroupStrata::allreduce(std::vector<at::Tensor>& tensors,
                                       const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) {
+    TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "strata all_reduce: sparse tensors ",
+                      "are summed only (as by gloo), not reduced with op ", int(opts.reduceOp.op_));
+    return run(OpType::ALLREDUCE, "strata:all_reduce_sparse", tensors, tensors, opts.timeout,
+               [&](StrataWork& w) { issue_sparse_sum(comm_, tensors[0], w); });
+  }
   const at::Tensor& tensor = single(tensors, "all_reduce");
   const Reduction r = reduction(opts.reduceOp, tensor.scalar_type(), "all_reduce");
   Staged t(tensor, "all_reduce");
@@ -468,6 +475,16 @@ WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int 
   return run(OpType::RECV, "strata:recv", tensors, tensors, c10d::kUnsetTimeout,
              [&](StrataWork& w) {
                w.add(comm_.recv(t.buffer(), src, uint32_t(tag)));
+               w.on_success([t] { t.finish(); });
+             });
+}
+
+WorkPtr ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
+  Staged t(single(tensors, "recv"), "recv");
+  return run(OpType::RECVANYSOURCE, "strata:recvAnySource", tensors, tensors,
+             c10d::kUnsetTimeout, [&](StrataWork& w) {
+               w.add(comm_.recv(t.buffer(), kAnySource, uint32_t(tag)));
                w.on_success([t] { t.finish(); });
              });
 }

@@ -76,6 +76,9 @@ class ProcessGroupStrata final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                       int tag) override;
+  /// The sender is the work's sourceRank() once complete.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   /// Rank 0 names the ranks that did not arrive within the timeout (monitored_barrier.cpp).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;

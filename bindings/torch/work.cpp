@@ -51,6 +51,15 @@ void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
   works_.back().on_complete([queue, self]() mutable { queue->push(std::move(self)); });
 }
 
+int StrataWork::sourceRank() const {
+  const auto type = retrieveOpType();
+  TORCH_CHECK(type == c10d::OpType::RECV || type == c10d::OpType::RECVANYSOURCE,
+              "strata: sourceRank() of a work that is not a receive");
+  const int source = last_operation().source();
+  TORCH_CHECK(source >= 0, "strata: sourceRank() of a receive that has not completed");
+  return source;
+}
+
 void StrataWork::complete() {
   if (claimed_.exchange(true)) return;
   std::exception_ptr error;

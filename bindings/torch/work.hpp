@@ -45,6 +45,8 @@ class StrataWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
   std::chrono::milliseconds getTimeout() const override { return timeout_; }
+  /// The sender of a completed receive (torch's Work._source_rank()).
+  int sourceRank() const override;
 
   /// Runs the finisher and finishes the work (once; later calls return at once). Every
   /// operation must have completed.

@@ -87,6 +87,8 @@ class Communicator {
   Work scatter(Buffer input, Buffer output, int root);
   /// Point-to-point. Messages between one pair with one tag match in issue order.
   Work send(Buffer input, int peer, uint32_t tag = 0);
+  /// `peer` may be kAnySource: the first message with `tag` from any rank; Work::source() then
+  /// says which rank sent it.
   Work recv(Buffer output, int peer, uint32_t tag = 0);
   /// Completes when every rank has entered it.
   Work barrier();

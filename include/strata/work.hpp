@@ -9,6 +9,9 @@ namespace strata {
 
 namespace detail { struct WorkState; }
 
+/// Communicator::recv from whichever rank sends first.
+inline constexpr int kAnySource = -1;
+
 /// Completion handle of one operation. Copyable (copies share the operation). A default-constructed
 /// Work is already complete. Waiting never blocks past its deadline.
 class Work {
@@ -32,6 +35,9 @@ class Work {
   /// Seconds between the operation's start and its completion (0 until complete, and for an
   /// operation that completed inside the call that issued it: a tiny all-reduce on one node).
   double elapsed_seconds() const;
+  /// The rank a completed recv received from (the match of a kAnySource receive); -1 for other
+  /// operations and before completion.
+  int source() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

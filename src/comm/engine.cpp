@@ -206,6 +206,7 @@ void Engine::finish_locked(Op& op, std::exception_ptr e) {
     }
   const auto now = Clock::now();  // one clock read for the record and the work
   recorder_.ended(op.record, what, now);
+  if (op.request.is_recv) op.work->source = op.request.peer;  // known once matched
   op.work->complete(e, now);
   if (report) {
     recorder_.report(std::string(report) + " in " + op.where.op + " seq " +
@@ -277,7 +278,9 @@ bool Engine::poll_p2p_locked() {
         }
         worker_->cancel(op.request);
         throw Error(ErrorCode::timeout, op.where,
-                    "timed out waiting for peer " + std::to_string(op.where.peer) +
+                    "timed out waiting for " +
+                        (op.where.peer < 0 ? std::string("any peer")
+                                           : "peer " + std::to_string(op.where.peer)) +
                         " to match it (STRATA_TIMEOUT; is that rank alive and posting the "
                         "matching " + (op.where.op == "send" ? "recv" : "send") + "?)");
       }

@@ -42,4 +42,11 @@ double Work::elapsed_seconds() const {
   return std::chrono::duration<double>(state_->end - state_->start).count();
 }
 
+int Work::source() const {
+  return state_ && state_->status.load(std::memory_order_acquire) ==
+                       detail::WorkState::Status::done
+             ? state_->source
+             : -1;
+}
+
 }  // namespace strata

@@ -23,6 +23,7 @@ struct WorkState {
   std::atomic<Status> status{Status::queued};
   std::exception_ptr error;               // set before status becomes failed
   Clock::time_point start{}, end{};       // set before status becomes done or failed
+  int source = -1;                        // a recv's sender, set before status becomes done
   std::weak_ptr<comm::Engine> engine;     // lets a waiting thread drive progress inline
   std::chrono::milliseconds default_timeout{300000};
   std::mutex mu;

@@ -182,7 +182,8 @@ Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
   return Error(code, w, what);
 }
 
-coll::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64_t tag) {
+coll::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
+                           uint64_t mask) {
   coll::Request r;
   r.peer = peer;
   r.bytes = bytes;
@@ -193,7 +194,7 @@ coll::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64
   ucs_status_ptr_t sp;
   if (recv) {
     p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;  // always a request, so the size can be checked
-    sp = ucp_tag_recv_nbx(worker_, data, bytes, tag, kFullMask, &p);
+    sp = ucp_tag_recv_nbx(worker_, data, bytes, tag, mask, &p);
   } else {
     sp = ucp_tag_send_nbx(eps_[peer], data, bytes, tag, &p);
   }
@@ -219,7 +220,9 @@ coll::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32
 }
 
 coll::Request Worker::post_recv(int peer, void* data, size_t bytes, uint32_t tag) {
-  return post(true, peer, data, bytes, p2p_tag(peer, tag));
+  if (peer >= 0) return post(true, peer, data, bytes, p2p_tag(peer, tag));
+  // Any source: every bit but the source's must match (so never a control notice, bit 62).
+  return post(true, -1, data, bytes, p2p_tag(0, tag), kFullMask & ~kSourceBits);
 }
 
 bool Worker::test(coll::Request& r, const ErrorContext& where) {
@@ -230,6 +233,7 @@ bool Worker::test(coll::Request& r, const ErrorContext& where) {
     ucp_tag_recv_info_t info{};
     s = ucp_tag_recv_request_test(r.handle, &info);
     got = info.length;
+    if (s == UCS_OK && r.peer < 0) r.peer = int((info.sender_tag & kSourceBits) >> 32);
   } else {
     s = ucp_request_check_status(r.handle);
   }

@@ -70,6 +70,7 @@ class Worker final : public coll::P2P {
 
   /// User point-to-point messages (tags in their own space).
   coll::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag);
+  /// `peer` < 0: from any source; test() sets the request's peer to the sender on completion.
   coll::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag);
   /// True once `r` completed; throws strata::Error (with `where`) if it failed.
   bool test(coll::Request& r, const ErrorContext& where);
@@ -109,7 +110,8 @@ class Worker final : public coll::P2P {
   bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   bool post_notice_receive();
-  coll::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag);
+  coll::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
+                     uint64_t mask = ~uint64_t(0));
 
   int rank_;
   int size_;

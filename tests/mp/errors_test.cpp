@@ -59,8 +59,11 @@ TEST(BadArguments, PeerAndRootOutOfRange) {
   const std::string n = std::to_string(w.size());
   expect_error([&] { w.send(buffer(v), w.size()); }, ErrorCode::invalid_argument,
                {"send", "peer " + n + " is out of range for a group of " + n});
-  expect_error([&] { w.recv(buffer(v), -1); }, ErrorCode::invalid_argument,
-               {"recv", "peer -1 is out of range"});
+  expect_error([&] { w.recv(buffer(v), -2); }, ErrorCode::invalid_argument,
+               {"recv", "peer -2 is out of range"});
+  // kAnySource (-1) is a peer only for receives.
+  expect_error([&] { w.send(buffer(v), kAnySource); }, ErrorCode::invalid_argument,
+               {"send", "peer -1 is out of range"});
   expect_error([&] { w.broadcast(buffer(v), w.size() + 3); }, ErrorCode::invalid_argument,
                {"broadcast", "root " + std::to_string(w.size() + 3)});
   expect_error([&] { w.reduce(buffer(v), buffer(v), ReduceOp::max, -2); },

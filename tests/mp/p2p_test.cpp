@@ -1,5 +1,5 @@
-// Point-to-point: ring exchange, tag matching order, many outstanding, and a message larger than
-// 2^31 bytes.
+// Point-to-point: ring exchange, tag matching order, many outstanding, receives from any source,
+// and a message larger than 2^31 bytes.
 #include "mp.hpp"
 
 using namespace strata;
@@ -62,6 +62,49 @@ TEST(PointToPoint, ZeroBytesAndSelf) {
   Work s0 = w.send(buffer(none), w.rank(), 10);
   for (Work* x : {&r, &s, &r0, &s0}) x->wait();
   EXPECT_EQ(out, in);
+}
+
+TEST(PointToPoint, AnySourceMatchesEachSenderOnceWithItsTagOnly) {
+  auto& w = mp::world();
+  const int n = w.size(), me = w.rank();
+  if (n < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  constexpr size_t kCount = 257;
+  if (me == 0) {
+    // Two any-source receives per sender, posted before anything was sent, with a collective
+    // and a message of another tag crossing them: neither may be taken for them.
+    std::vector<std::vector<int32_t>> got(2 * size_t(n - 1), std::vector<int32_t>(kCount, -1));
+    std::vector<Work> any;
+    for (auto& g : got) any.push_back(w.recv(buffer(g), kAnySource, 5));
+    std::vector<int32_t> other(kCount, -1);
+    Work from1 = w.recv(buffer(other), 1, 6);
+    std::vector<float> x = {1.f};
+    w.all_reduce(buffer(x), ReduceOp::sum).wait();
+    EXPECT_EQ(x[0], float(n));
+    from1.wait();
+    EXPECT_EQ(from1.source(), 1);
+    for (int32_t v : other) ASSERT_EQ(v, -6);
+    std::vector<int> seen(size_t(n), 0);
+    for (size_t i = 0; i < got.size(); ++i) {
+      any[i].wait();
+      const int src = any[i].source();
+      ASSERT_GE(src, 1) << "receive " << i;
+      ASSERT_LT(src, n) << "receive " << i;
+      // A sender's two messages arrive in the order it sent them: first +src, then +100*src.
+      const int32_t expect = seen[size_t(src)]++ == 0 ? src : 100 * src;
+      for (size_t k = 0; k < kCount; ++k) ASSERT_EQ(got[i][k], expect) << "receive " << i;
+    }
+    for (int r = 1; r < n; ++r) EXPECT_EQ(seen[size_t(r)], 2) << "from rank " << r;
+  } else {
+    std::vector<int32_t> first(kCount, me), second(kCount, 100 * me), other(kCount, -6);
+    if (me == 1) w.send(buffer(other), 0, 6).wait();  // sent first, under another tag
+    std::vector<float> x = {1.f};
+    w.all_reduce(buffer(x), ReduceOp::sum).wait();
+    Work a = w.send(buffer(first), 0, 5), b = w.send(buffer(second), 0, 5);
+    a.wait();
+    b.wait();
+    EXPECT_EQ(a.source(), -1);  // only receives have a source
+  }
+  w.barrier().wait();
 }
 
 TEST(PointToPoint, MessageLargerThan2GiB) {

@@ -188,7 +188,25 @@ def test_collectives(world, dtype):
     s.wait()
     r.wait()
     np.testing.assert_array_equal(got, data(200 + (rank - 1) % size, N, dtype))
+    assert r.source == (rank - 1) % size and s.source == -1
 
+    world.barrier().wait()
+
+
+def test_recv_from_any_source(world):
+    # Rank 0 takes one message from each other rank, in whatever order they come.
+    rank, size = world.rank, world.size
+    if rank == 0:
+        got = [np.zeros(N, np.int32) for _ in range(size - 1)]
+        works = [world.recv(g, strata.ANY_SOURCE, tag=9) for g in got]
+        sources = []
+        for g, w in zip(got, works):
+            w.wait()
+            np.testing.assert_array_equal(g, np.full(N, 1000 + w.source, np.int32))
+            sources.append(w.source)
+        assert sorted(sources) == list(range(1, size))
+    else:
+        world.send(np.full(N, 1000 + rank, np.int32), 0, tag=9).wait()
     world.barrier().wait()
 
 

@@ -155,7 +155,6 @@ if _AS_GLOO:
     # Every "gloo" group (default and new_group) is a strata one from here on.
     _dist.Backend.register_backend("gloo", strata.torch._create, extended_api=True,
                                    devices=["cpu"])
-    common_distributed.DistTestCases.skip_collective["sendrecv anysource"].add("gloo")
 
 if BACKEND == "strata":
     # Before distributed_test is imported: its skip decorators read these sets at import.
@@ -164,8 +163,6 @@ if BACKEND == "strata":
     _features["subgroup"].add("strata")  # new_group / new_subgroups
     _features["plugin"].add("strata")    # require_backend_is_available: a registered plugin
     # Not "gpu" / "cuda": strata takes CPU tensors only.
-    # recv(src=None) needs Backend::recvAnysource, which ProcessGroupStrata does not implement.
-    common_distributed.DistTestCases.skip_collective["sendrecv anysource"].add("strata")
 
 # The suite's longer per-test overrides (400-500 s) must not outlast the runner's budget.
 _test_timeout = int(os.environ.get("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "120"))

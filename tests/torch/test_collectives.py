@@ -312,6 +312,59 @@ def test_send_recv_tags_match_their_own_messages():
         assert torch.equal(a, torch.full((4,), 1.0)) and torch.equal(b, torch.full((4,), 2.0))
 
 
+def test_recv_from_any_source_names_the_sender():
+    # Rank 0 takes one message from every other rank, blocking and not, in arrival order.
+    if rank() == 0:
+        senders = []
+        for i in range(size() - 1):
+            got = torch.zeros(N)
+            if i % 2 == 0:
+                sender = dist.recv(got, tag=4)
+            else:
+                w = dist.irecv(got, tag=4)
+                w.wait()
+                sender = w._source_rank()
+            assert torch.equal(got, data(sender, N, torch.float32))
+            senders.append(sender)
+        assert sorted(senders) == list(range(1, size()))
+    else:
+        dist.send(data(rank(), N, torch.float32), 0, tag=4)
+    dist.barrier()
+
+
+def sparse_input(r, shape):
+    """Rank r's sparse tensor: uncoalesced (row r twice), one dense dim; rank 1 has no entries."""
+    if r == 1:
+        return torch.sparse_coo_tensor(torch.zeros((1, 0), dtype=torch.int64),
+                                       torch.zeros((0, shape[1])), shape)
+    idx = torch.tensor([[r, (r + 2) % shape[0], r]])
+    val = torch.arange(3 * shape[1], dtype=torch.float32).reshape(3, shape[1]) + 10 * r
+    return torch.sparse_coo_tensor(idx, val, shape)
+
+
+def test_sparse_all_reduce_sums_every_ranks_entries():
+    shape = (size() + 3, 2)
+    t = sparse_input(rank(), shape)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    want = sum(sparse_input(r, shape).to_dense() for r in range(size()))
+    assert t.is_sparse and t.is_coalesced()
+    assert torch.equal(t.to_dense(), want)
+    assert torch.equal(work.get_future().value()[0].to_dense(), want)
+
+
+def test_sparse_all_reduce_of_different_shapes_fails_on_every_rank():
+    if size() < 2:
+        pytest.skip("needs 2 ranks")
+    shape = (5, 2) if rank() == 1 else (4, 2)
+    with pytest.raises(ValueError, match=r"rank 1 passed a Float tensor of shape \[5, 2\].*"
+                                         r"rank 0 a Float tensor of shape \[4, 2\]"):
+        dist.all_reduce(sparse_input(rank(), shape))
+    t = torch.ones(4)  # and the group goes on
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((4,), float(size())))
+
+
 def test_barrier_and_subgroups():
     dist.barrier()
     evens = [r for r in range(size()) if r % 2 == 0]
@@ -359,8 +412,8 @@ def test_profiler_names_every_operation():
 def test_bad_input_is_refused_before_anything_moves():
     with pytest.raises(TypeError, match="strata all_reduce: dtype UInt16 is not supported"):
         dist.all_reduce(torch.zeros(4, dtype=torch.uint16))
-    with pytest.raises(ValueError, match="only dense"):
-        dist.all_reduce(torch.zeros(4).to_sparse())
+    with pytest.raises(ValueError, match="sparse tensors are summed only"):
+        dist.all_reduce(torch.zeros(4).to_sparse(), op=dist.ReduceOp.MAX)
     with pytest.raises(ValueError, match="needs one list of"):
         dist.all_gather([torch.zeros(4)] * (size() + 1), torch.zeros(4))
     with pytest.raises(ValueError, match="splits sum to"):

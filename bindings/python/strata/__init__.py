@@ -22,6 +22,7 @@ anything is sent.
 """
 
 from ._strata import (
+    ANY_SOURCE,
     Communicator,
     Error,
     Mesh,
@@ -32,6 +33,7 @@ from ._strata import (
 )
 
 __all__ = [
+    "ANY_SOURCE",
     "Communicator",
     "Error",
     "Mesh",

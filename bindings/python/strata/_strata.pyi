@@ -10,6 +10,7 @@ import enum
 from typing import Any, Protocol, TypeAlias
 
 __version__: str
+ANY_SOURCE: int
 
 
 class _SupportsDLPack(Protocol):
@@ -73,6 +74,12 @@ class Work:
     def elapsed_seconds(self) -> float:
         """
         Seconds from the operation's start to its completion (0 until complete).
+        """
+
+    @property
+    def source(self) -> int:
+        """
+        The rank a completed recv received from (what ANY_SOURCE matched); -1 for other operations and before completion.
         """
 
 class Communicator:
@@ -162,7 +169,7 @@ class Communicator:
         """Sends to peer; messages of one pair and tag match in issue order."""
 
     def recv(self, buffer: _BufferLike, peer: int, tag: int = 0) -> Work:
-        """Receives from peer into buffer."""
+        """Receives from peer (or strata.ANY_SOURCE: Work.source says which) into buffer."""
 
     def barrier(self) -> Work:
         """Completes when every rank has entered it."""
