@@ -1,22 +1,22 @@
 // STRATA_DEBUG=INFO logs each algorithm choice once per group, collective and size class
-// (coll::ChoiceLog, collectives/select.hpp). CTest runs this with STRATA_DEBUG=INFO.
+// (algo::ChoiceLog, algorithms/select.hpp). CTest runs this with STRATA_DEBUG=INFO.
 #include <gtest/gtest.h>
 
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "collectives/select.hpp"
-#include "log.hpp"
+#include "algorithms/select.hpp"
+#include "base/log.hpp"
 
 using namespace strata;
-using coll::Algo;
-using coll::Collective;
+using algo::Algo;
+using algo::Collective;
 
 TEST(ChoiceLog, EachGroupLogsEachCollectiveAndSizeClassOnce) {
   ASSERT_TRUE(log::enabled(log::Level::INFO)) << "needs STRATA_DEBUG=INFO (set by CTest)";
-  coll::ChoiceLog tp, pp, dp;
-  const coll::Choice shm{Algo::shm, false};
+  algo::ChoiceLog tp, pp, dp;
+  const algo::Choice shm{Algo::shm, false};
   testing::internal::CaptureStderr();
   tp.note("world/tp", 2, Collective::all_reduce, 1000, shm);  // 2^9 <= 1000 < 2^10
   tp.note("world/tp", 2, Collective::all_reduce, 1023, shm);  // the same class: not again

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "collectives/reduce_kernels.hpp"
+#include "kernels/reduce_kernels.hpp"
 
 using namespace strata;
 
@@ -21,7 +21,7 @@ void check_integral(ReduceOp op) {
     a[i] = T(rng());
     b[i] = T(rng());
   }
-  coll::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
+  kernels::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
   for (size_t i = 0; i < n; ++i) {
     T want;
     switch (op) {
@@ -48,7 +48,7 @@ void check_floating(ReduceOp op) {
     a[i] = T(d(rng));
     b[i] = T(d(rng));
   }
-  coll::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
+  kernels::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
   for (size_t i = 0; i < n; ++i) {
     T want = op == ReduceOp::prod ? a[i] * b[i]
              : op == ReduceOp::min ? std::min(a[i], b[i])
@@ -81,7 +81,7 @@ TEST(ReduceKernels, BooleanIsLogical) {
       {ReduceOp::bxor, {0, 1, 1, 0}}};
   for (const auto& [op, want] : cases) {
     std::vector<uint8_t> out(4);
-    coll::reduce(out.data(), a.data(), b.data(), 4, DataType::boolean, op);
+    kernels::reduce(out.data(), a.data(), b.data(), 4, DataType::boolean, op);
     EXPECT_EQ(out, want) << op_name(op);
   }
 }
@@ -89,28 +89,28 @@ TEST(ReduceKernels, BooleanIsLogical) {
 TEST(ReduceKernels, ComplexSumProductAndAverage) {
   const std::vector<std::complex<double>> a = {{1, 2}, {-3, 0.5}}, b = {{4, -1}, {2, 2}};
   std::vector<std::complex<double>> out(2);
-  coll::reduce(out.data(), a.data(), b.data(), 2, DataType::c128, ReduceOp::prod);
+  kernels::reduce(out.data(), a.data(), b.data(), 2, DataType::c128, ReduceOp::prod);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(out[i], a[i] * b[i]) << i;
   std::vector<std::complex<float>> fa = {{1, 2}, {3, 4}}, fb = {{5, 6}, {7, 9}}, fo(2);
-  coll::reduce(fo.data(), fa.data(), fb.data(), 2, DataType::c64, ReduceOp::avg);
-  coll::divide_by(fo.data(), 2, DataType::c64, 2);
+  kernels::reduce(fo.data(), fa.data(), fb.data(), 2, DataType::c64, ReduceOp::avg);
+  kernels::divide_by(fo.data(), 2, DataType::c64, 2);
   EXPECT_EQ(fo[0], std::complex<float>(3, 4));
   EXPECT_EQ(fo[1], std::complex<float>(5, 6.5f));
 }
 
 TEST(ReduceKernels, SupportsSaysWhichPairsAreDefined) {
-  EXPECT_FALSE(coll::supports(DataType::f32, ReduceOp::band));
-  EXPECT_FALSE(coll::supports(DataType::bf16, ReduceOp::bxor));
-  EXPECT_FALSE(coll::supports(DataType::c64, ReduceOp::max));
-  EXPECT_FALSE(coll::supports(DataType::boolean, ReduceOp::avg));
-  EXPECT_TRUE(coll::supports(DataType::c128, ReduceOp::prod));
-  EXPECT_TRUE(coll::supports(DataType::u64, ReduceOp::bxor));
-  EXPECT_TRUE(coll::supports(DataType::boolean, ReduceOp::band));
+  EXPECT_FALSE(kernels::supports(DataType::f32, ReduceOp::band));
+  EXPECT_FALSE(kernels::supports(DataType::bf16, ReduceOp::bxor));
+  EXPECT_FALSE(kernels::supports(DataType::c64, ReduceOp::max));
+  EXPECT_FALSE(kernels::supports(DataType::boolean, ReduceOp::avg));
+  EXPECT_TRUE(kernels::supports(DataType::c128, ReduceOp::prod));
+  EXPECT_TRUE(kernels::supports(DataType::u64, ReduceOp::bxor));
+  EXPECT_TRUE(kernels::supports(DataType::boolean, ReduceOp::band));
 }
 
 TEST(ReduceKernels, UnsignedAverageUsesTheWholeRange) {
   std::vector<uint64_t> d = {~uint64_t(0) - 1, 10};
-  coll::divide_by(d.data(), 2, DataType::u64, 2);
+  kernels::divide_by(d.data(), 2, DataType::u64, 2);
   EXPECT_EQ(d[0], (~uint64_t(0) - 1) / 2);
   EXPECT_EQ(d[1], 5u);
 }
@@ -132,8 +132,8 @@ TEST(ReduceKernels, HalfTypesRoundOnceThroughFloat) {
     c[i] = to_bf16(float(i) * 0.37f - 50);
     d[i] = to_bf16(float(i % 17) * 1.3f);
   }
-  coll::reduce(out.data(), a.data(), b.data(), n, DataType::f16, ReduceOp::sum);
-  coll::reduce(out2.data(), c.data(), d.data(), n, DataType::bf16, ReduceOp::max);
+  kernels::reduce(out.data(), a.data(), b.data(), n, DataType::f16, ReduceOp::sum);
+  kernels::reduce(out2.data(), c.data(), d.data(), n, DataType::bf16, ReduceOp::max);
   for (size_t i = 0; i < n; ++i) {
     ASSERT_EQ(out[i].bits, to_f16(to_float(a[i]) + to_float(b[i])).bits) << i;
     float m = std::max(to_float(c[i]), to_float(d[i]));
@@ -143,18 +143,18 @@ TEST(ReduceKernels, HalfTypesRoundOnceThroughFloat) {
 
 TEST(ReduceKernels, InPlaceAliasing) {
   std::vector<float> a = {1, 2, 3}, b = {10, 20, 30};
-  coll::reduce(a.data(), a.data(), b.data(), 3, DataType::f32, ReduceOp::sum);
+  kernels::reduce(a.data(), a.data(), b.data(), 3, DataType::f32, ReduceOp::sum);
   EXPECT_EQ(a, (std::vector<float>{11, 22, 33}));
 }
 
 TEST(ReduceKernels, DivideByTruncatesIntegersAndRoundsFloats) {
   std::vector<int32_t> i = {7, -7, 8};
-  coll::divide_by(i.data(), 3, DataType::i32, 2);
+  kernels::divide_by(i.data(), 3, DataType::i32, 2);
   EXPECT_EQ(i, (std::vector<int32_t>{3, -3, 4}));
   std::vector<uint8_t> u = {250, 9};
-  coll::divide_by(u.data(), 2, DataType::u8, 300);  // divisor wider than the type
+  kernels::divide_by(u.data(), 2, DataType::u8, 300);  // divisor wider than the type
   EXPECT_EQ(u, (std::vector<uint8_t>{0, 0}));
   std::vector<f16_t> h = {to_f16(3.0f)};
-  coll::divide_by(h.data(), 1, DataType::f16, 3);
+  kernels::divide_by(h.data(), 1, DataType::f16, 3);
   EXPECT_EQ(h[0].bits, to_f16(1.0f).bits);
 }

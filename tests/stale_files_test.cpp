@@ -1,4 +1,4 @@
-// shm::reclaim_stale_ucx_files removes UCX posix files nobody holds, and only those.
+// ucx::reclaim_stale_files removes UCX posix files nobody holds, and only those.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "shm/stale_files.hpp"
+#include "transport/ucx/stale_files.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -36,7 +36,7 @@ TEST(StaleFiles, RemovesOnlyUnheldUcxFiles) {
   ASSERT_NE(map, MAP_FAILED);
   ::close(m);  // only the mapping holds it now
 
-  EXPECT_GE(strata::shm::reclaim_stale_ucx_files(), 1);
+  EXPECT_GE(strata::ucx::reclaim_stale_files(), 1);
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(open_one));
   EXPECT_TRUE(fs::exists(mapped_one));

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <thread>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 

@@ -11,7 +11,7 @@
 #include <map>
 #include <memory>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "topology/cpuset.hpp"
 #include "topology/errors.hpp"
 #include "topology/nvml.hpp"

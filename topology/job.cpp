@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "strata/topology.hpp"
 #include "topology/dump.hpp"
 #include "topology/errors.hpp"

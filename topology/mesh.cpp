@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "topology/errors.hpp"
 
 namespace strata {

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <map>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "topology/cpuset.hpp"
 #include "topology/errors.hpp"
 #include "topology/estimates.hpp"

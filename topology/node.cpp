@@ -6,8 +6,8 @@
 #include <tuple>
 
 #include "bootstrap/node_identity.hpp"
-#include "config.hpp"
-#include "log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "strata/topology.hpp"
 #include "topology/cpuset.hpp"
 #include "topology/dump.hpp"

@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "topology/estimates.hpp"
 
 namespace strata::topo {

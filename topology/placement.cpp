@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "bootstrap/node_identity.hpp"
-#include "log.hpp"
+#include "base/log.hpp"
 #include "topology/cpuset.hpp"
 
 namespace strata::topo {

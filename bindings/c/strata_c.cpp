@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bootstrap/job_store.hpp"
-#include "config.hpp"
+#include "base/config.hpp"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 

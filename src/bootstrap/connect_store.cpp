@@ -5,8 +5,8 @@
 
 #include "bootstrap/job_env.hpp"
 #include "bootstrap/job_store.hpp"
-#include "config.hpp"
-#include "log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "strata/error.hpp"
 
 namespace strata::bootstrap {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "bootstrap/await_rank.hpp"
-#include "config.hpp"
+#include "base/config.hpp"
 
 namespace strata::bootstrap {
 

@@ -6,10 +6,10 @@
 #include <numeric>
 
 #include "bootstrap/await_rank.hpp"
-#include "collectives/algorithms.hpp"
+#include "algorithms/algorithms.hpp"
 #include "comm/communicator_impl.hpp"
 #include "comm/hierarchical.hpp"
-#include "comm/validate.hpp"
+#include "comm/argument_checks.hpp"
 
 namespace strata {
 namespace {
@@ -69,28 +69,28 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.count(out, in.count, "output", "all_reduce output has the input's count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
-  const coll::Algo algo = c.choose(coll::Collective::all_reduce, in.bytes());
-  if (algo == coll::Algo::shm && in.count > 0) {
+  const algo::Algo algo = c.choose(algo::Collective::all_reduce, in.bytes());
+  if (algo == algo::Algo::shm && in.count > 0) {
     if (auto done = c.small_all_reduce_now(in, out, op)) return *done;
   }
   return c.collective("all_reduce", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (in.count == 0) return;
     switch (algo) {
-      case coll::Algo::hierarchical:
+      case algo::Algo::hierarchical:
         c.hierarchical(e, [&](comm::Hierarchy& h) {
           comm::hierarchical_all_reduce(h, in.data, out.data, in.count, in.dtype, op, e.deadline);
         });
         break;
-      case coll::Algo::shm:
-        coll::shm_all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
+      case algo::Algo::shm:
+        shm::all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
         break;
-      case coll::Algo::recursive_doubling:
-        coll::recursive_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+      case algo::Algo::recursive_doubling:
+        algo::recursive_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
         break;
-      case coll::Algo::halving_doubling:
-        coll::halving_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+      case algo::Algo::halving_doubling:
+        algo::halving_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
         break;
-      default: coll::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+      default: algo::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
     }
   });
 }
@@ -104,18 +104,18 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
-  const coll::Algo algo = c.choose(coll::Collective::reduce_scatter, in.bytes());
+  const algo::Algo algo = c.choose(algo::Collective::reduce_scatter, in.bytes());
   return c.collective("reduce_scatter", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
     if (out.count == 0) return;
-    if (algo == coll::Algo::hierarchical) {
+    if (algo == algo::Algo::hierarchical) {
       c.hierarchical(e, [&](comm::Hierarchy& h) {
         comm::hierarchical_reduce_scatter(h, in.data, out.data, out.count, in.dtype, op,
                                           e.deadline);
       });
-    } else if (algo == coll::Algo::shm) {
-      coll::shm_reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
+    } else if (algo == algo::Algo::shm) {
+      shm::reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
     } else {
-      coll::ring_reduce_scatter(e.p2p, in.data, out.data, coll::EqualBlocks{out.count}, in.dtype,
+      algo::ring_reduce_scatter(e.p2p, in.data, out.data, kernels::EqualBlocks{out.count}, in.dtype,
                                 op);
     }
   });
@@ -130,21 +130,21 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
   const bool in_place = in.data == at(out, in.count * c.rank);
   check.no_overlap(in, out, in_place);
-  const coll::Algo algo = c.choose(coll::Collective::all_gather, out.bytes());
+  const algo::Algo algo = c.choose(algo::Collective::all_gather, out.bytes());
   return c.collective("all_gather", -1, in, -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
     if (in.count == 0) return;
-    if (algo == coll::Algo::hierarchical) {
+    if (algo == algo::Algo::hierarchical) {
       c.hierarchical(e, [&](comm::Hierarchy& h) {
         comm::hierarchical_all_gather(h, in.data, out.data, in.count, in.dtype, e.deadline);
       });
       return;
     }
-    if (algo == coll::Algo::shm) {
-      coll::shm_all_gather(e.shm_context(), in.data, out.data, in.bytes());
+    if (algo == algo::Algo::shm) {
+      shm::all_gather(e.shm_context(), in.data, out.data, in.bytes());
       return;
     }
     if (!in_place) std::memcpy(at(out, in.count * rank), in.data, in.bytes());
-    coll::ring_all_gather(e.p2p, out.data, coll::EqualBlocks{in.count}, dtype_size(in.dtype));
+    algo::ring_all_gather(e.p2p, out.data, kernels::EqualBlocks{in.count}, dtype_size(in.dtype));
   });
 }
 
@@ -180,22 +180,22 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                std::to_string(rc[c.rank]) + ")");
   }
   check.no_overlap(in, out, false);
-  const coll::Algo algo =
-      uniform ? c.choose(coll::Collective::all_to_all, in.bytes()) : coll::Algo::pairwise;
+  const algo::Algo algo =
+      uniform ? c.choose(algo::Collective::all_to_all, in.bytes()) : algo::Algo::pairwise;
   const char* name = uniform ? "all_to_all" : "all_to_allv";
   return c.collective(name, -1, in, -1, in.bytes(), [=, &c](Exec& e) {
-    if (algo == coll::Algo::hierarchical) {
+    if (algo == algo::Algo::hierarchical) {
       if (sc[0] == 0) return;
       c.hierarchical(e, [&](comm::Hierarchy& h) {
         comm::hierarchical_all_to_all(h, in.data, out.data, sc[0], in.dtype, e.deadline);
       });
       return;
     }
-    if (algo == coll::Algo::shm) {
-      if (sc[0] > 0) coll::shm_all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
+    if (algo == algo::Algo::shm) {
+      if (sc[0] > 0) shm::all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
       return;
     }
-    coll::pairwise_all_to_allv(e.p2p, in.data, sc.data(), sd.data(), out.data, rc.data(),
+    algo::pairwise_all_to_allv(e.p2p, in.data, sc.data(), sd.data(), out.data, rc.data(),
                                rd.data(), dtype_size(in.dtype));
   });
 }
@@ -235,14 +235,14 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
     check.count(out, in.count, "output", "broadcast output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  const coll::Algo algo = c.choose(coll::Collective::broadcast, out.bytes());
+  const algo::Algo algo = c.choose(algo::Collective::broadcast, out.bytes());
   return c.collective("broadcast", root, out, -1, out.bytes(), [=](Exec& e) {
     if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
     if (out.count == 0) return;
-    if (algo == coll::Algo::shm) {
-      coll::shm_broadcast(e.shm_context(), out.data, out.bytes(), root);
+    if (algo == algo::Algo::shm) {
+      shm::broadcast(e.shm_context(), out.data, out.bytes(), root);
     } else {
-      coll::binomial_broadcast(e.p2p, out.data, out.bytes(), root);
+      algo::binomial_broadcast(e.p2p, out.data, out.bytes(), root);
     }
   });
 }
@@ -261,7 +261,7 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
     check.no_overlap(in, out, in.data == out.data);
   }
   return c.collective("reduce", root, in, int(op), in.bytes(), [=](Exec& e) {
-    if (in.count > 0) coll::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
+    if (in.count > 0) algo::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
   });
 }
 
@@ -278,7 +278,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
     check.no_overlap(in, out, in.data == at(out, in.count * root));
   }
   return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](Exec& e) {
-    if (in.count > 0) coll::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
+    if (in.count > 0) algo::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
   });
 }
 
@@ -295,7 +295,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
     check.no_overlap(in, out, out.data == at(in, out.count * root));
   }
   return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](Exec& e) {
-    if (out.count > 0) coll::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
+    if (out.count > 0) algo::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
   });
 }
 
@@ -317,7 +317,7 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
 
 Work Communicator::barrier() {
   auto& c = checked(impl_);
-  return c.collective("barrier", -1, Buffer{}, -1, 0, [](Exec& e) { coll::dissemination_barrier(e.p2p); });
+  return c.collective("barrier", -1, Buffer{}, -1, 0, [](Exec& e) { algo::dissemination_barrier(e.p2p); });
 }
 
 Communicator Communicator::split(int color, int key, const CommOptions& options) {

@@ -3,8 +3,8 @@
 #include "bootstrap/node_identity.hpp"
 #include "comm/fingerprint.hpp"
 #include "comm/watched_store.hpp"
-#include "config.hpp"
-#include "log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace strata {
 
@@ -20,7 +20,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   // Processes first: from here on, a rank that dies is named by its peers' waits.
   const bootstrap::NodeLayoutInfo where =
       bootstrap::node_layout(*store, rank, size, context("init"), timeout);
-  health_ = std::make_shared<comm::PeerHealth>(rank, where.process_of_rank);
+  health_ = std::make_shared<transport::PeerHealth>(rank, where.process_of_rank);
   std::unique_ptr<ucx::Worker> worker;
   try {
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
@@ -49,8 +49,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                            << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
 }
 
-coll::Algo Communicator::Impl::choose(coll::Collective c, size_t bytes) {
-  const coll::Choice choice = coll::choose(c, bytes, shape_);
+algo::Algo Communicator::Impl::choose(algo::Collective c, size_t bytes) {
+  const algo::Choice choice = algo::choose(c, bytes, shape_);
   choice_log_.note(name, size, c, bytes, choice);
   return choice.algo;
 }
@@ -139,7 +139,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     w.begin_collective(seq, self.where, self.deadline);
     if (config().check) comm::agree_on_fingerprint(w, self);
-    Exec e{w, shm_.get(), &shm_stores_, self.deadline, self.where};
+    Exec e{w, shm_.get(), &write_modes_, self.deadline, self.where};
     body(e);
   };
   return Work(engine_->submit(std::move(op)));

@@ -8,12 +8,12 @@
 #include <optional>
 #include <string>
 
-#include "collectives/p2p.hpp"
-#include "collectives/select.hpp"
+#include "transport/p2p.hpp"
+#include "algorithms/select.hpp"
 #include "comm/engine.hpp"
 #include "comm/hierarchy.hpp"
 #include "shm/segment.hpp"
-#include "collectives/shm_collectives.hpp"
+#include "shm/collectives.hpp"
 #include "strata/communicator.hpp"
 
 namespace strata {
@@ -21,12 +21,12 @@ namespace strata {
 /// What a collective's body runs with: the network path always, the node's shared segment when
 /// every rank of the group is on one node.
 struct Exec {
-  coll::P2P& p2p;
+  transport::P2P& p2p;
   shm::Segment* shm;
-  coll::StagingStores* stores;  ///< with `shm`
+  shm::StagingWriteModes* write_modes;  ///< with `shm`
   Clock::time_point deadline;
   const ErrorContext& where;
-  coll::ShmContext shm_context() const { return {*shm, deadline, where, *stores}; }
+  shm::Context shm_context() const { return {*shm, deadline, where, *write_modes}; }
 };
 
 class Communicator::Impl {
@@ -45,13 +45,13 @@ class Communicator::Impl {
   std::string flight_record() const { return engine_->recorder().dump("on request"); }
   /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO), logged
   /// once per size class at INFO.
-  coll::Algo choose(coll::Collective c, size_t bytes);
+  algo::Algo choose(algo::Collective c, size_t bytes);
   /// Runs a hierarchical collective's `legs` on the group's node and rail groups. When a leg
   /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
   /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
   /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
   void hierarchical(const Exec& e, const std::function<void(comm::Hierarchy&)>& legs);
-  /// A small all-reduce on one node (up to coll::kShmSmallBytes), completed inside the call
+  /// A small all-reduce on one node (up to shm::kSmallBytes), completed inside the call
   /// when the engine is idle and the peers are in step (comm/immediate.cpp). Empty when it must
   /// be queued instead; the caller has checked the arguments.
   std::optional<Work> small_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
@@ -76,13 +76,13 @@ class Communicator::Impl {
   Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
 
   comm::NodeLayout layout_;
-  coll::GroupShape shape_;  // what choose() needs of the layout, fixed at creation
-  coll::ChoiceLog choice_log_;
+  algo::GroupShape shape_;  // what choose() needs of the layout, fixed at creation
+  algo::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<comm::Hierarchy> hierarchy_;  // destroyed after the engine (declared first)
-  std::shared_ptr<comm::PeerHealth> health_;    // consulted by the engine's and shm's waits
+  std::shared_ptr<transport::PeerHealth> health_;    // consulted by the engine's and shm's waits
   std::unique_ptr<shm::Segment> shm_;  // declared before the engine: outlives its thread
-  coll::StagingStores shm_stores_;     // used by the engine's thread only
+  shm::StagingWriteModes write_modes_;  // used by the engine's thread only
   std::shared_ptr<comm::Engine> engine_;
   // Atomic, not locked: read or bumped once per call (ranks issue in one order per group anyway).
   std::atomic<uint64_t> coll_seq_{0};

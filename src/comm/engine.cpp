@@ -9,9 +9,9 @@
 #include <optional>
 #include <thread>
 
-#include "config.hpp"
-#include "spin_policy.hpp"
-#include "log.hpp"
+#include "base/config.hpp"
+#include "base/spin_policy.hpp"
+#include "base/log.hpp"
 
 namespace strata::comm {
 namespace {
@@ -31,7 +31,7 @@ bool lock_before(std::unique_lock<std::mutex>& l, Clock::time_point limit, GiveU
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<PeerHealth> health,
+Engine::Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<transport::PeerHealth> health,
                std::chrono::milliseconds timeout)
     : worker_(std::move(worker)), health_(std::move(health)), timeout_(timeout),
       recorder_(config().flight_records) {

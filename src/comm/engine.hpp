@@ -25,9 +25,9 @@
 
 #include "comm/work_state.hpp"
 #include "comm/flight_recorder.hpp"
-#include "comm/peer_health.hpp"
+#include "transport/peer_health.hpp"
 #include "strata/error.hpp"
-#include "transport/ucx_worker.hpp"
+#include "transport/ucx/worker.hpp"
 
 namespace strata::comm {
 
@@ -42,16 +42,16 @@ struct Op {
   int reduce = -1;                    // the ReduceOp of reductions, else -1
   uint64_t record = 0;                // its flight-recorder id
   std::function<void(ucx::Worker&, Op&)> run;
-  coll::Request request;              // point-to-point only
+  transport::Request request;              // point-to-point only
   Clock::time_point deadline{};
   std::shared_ptr<detail::WorkState> work;
 };
 
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
-  /// `health` watches the peers of this communicator (comm/peer_health.hpp); the engine attaches
+  /// `health` watches the peers of this communicator (transport/peer_health.hpp); the engine attaches
   /// its worker to it.
-  Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<PeerHealth> health,
+  Engine(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<transport::PeerHealth> health,
          std::chrono::milliseconds timeout);
   ~Engine();
   /// Starts the progress thread (separate from the constructor: it needs shared_from_this).
@@ -97,7 +97,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void enqueue(Op op, bool front);    // queues op (at the front: finish_later) and arms the kick
 
   std::unique_ptr<ucx::Worker> worker_;
-  std::shared_ptr<PeerHealth> health_;
+  std::shared_ptr<transport::PeerHealth> health_;
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;

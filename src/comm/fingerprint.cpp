@@ -41,12 +41,12 @@ std::string describe(const Fingerprint& f) {
 
 }  // namespace
 
-void agree_on_fingerprint(coll::P2P& p2p, const Op& op) {
+void agree_on_fingerprint(transport::P2P& p2p, const Op& op) {
   const int n = p2p.size(), me = p2p.rank();
   if (n == 1) return;
   const Fingerprint mine = of(op);
   std::vector<Fingerprint> theirs(static_cast<size_t>(n), Fingerprint{});
-  std::vector<coll::Request> reqs;
+  std::vector<transport::Request> reqs;
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
     reqs.push_back(p2p.irecv(q, &theirs[size_t(q)], sizeof(Fingerprint), kFingerprintStep));

@@ -6,12 +6,12 @@
 #include <string>
 
 #include "comm/engine.hpp"
-#include "collectives/p2p.hpp"
+#include "transport/p2p.hpp"
 
 namespace strata::comm {
 
 /// Exchanges `op`'s fingerprint with every rank of the group over `p2p` and throws
 /// strata::Error(invalid_argument) on the first rank whose call differs. Collective.
-void agree_on_fingerprint(coll::P2P& p2p, const Op& op);
+void agree_on_fingerprint(transport::P2P& p2p, const Op& op);
 
 }  // namespace strata::comm

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "config.hpp"
+#include "base/config.hpp"
 namespace strata::comm {
 
 FlightRecorder::FlightRecorder(size_t capacity) : ring_(capacity) {}

@@ -1,8 +1,8 @@
 // Communicator::from_env: the world communicator of a job started by mpirun, torchrun or
 // strata-run.
 #include "bootstrap/job_env.hpp"
-#include "log.hpp"
-#include "shm/stale_files.hpp"
+#include "base/log.hpp"
+#include "transport/ucx/stale_files.hpp"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 
@@ -15,9 +15,9 @@ Communicator Communicator::from_env(const CommOptions& options) {
     auto store = bootstrap::connect_store(env);
     return create(std::make_shared<PrefixStore>(store, options.name), env.rank, env.size, options);
   } catch (const Error& e) {
-    // A rank that died while the job met may have left UCX's files behind (shm/stale_files.hpp).
+    // A rank that died while the job met may have left UCX's files behind (transport/ucx/stale_files.hpp).
     if (e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) {
-      shm::reclaim_stale_ucx_files();
+      ucx::reclaim_stale_files();
     }
     throw;
   }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/algorithms.hpp"
-#include "collectives/reduce_kernels.hpp"
+#include "algorithms/algorithms.hpp"
+#include "kernels/reduce_kernels.hpp"
 
 namespace strata::comm {
 namespace {
@@ -50,13 +50,13 @@ void hierarchical_all_reduce(Hierarchy& h, const void* in, void* out, size_t cou
     wait(h.local.all_reduce(view(in, 0, count, dt), view(out, 0, count, dt), leg_op), deadline);
     if (h.local_rank < rails) wait(h.rail.all_reduce(view(out, 0, count, dt), leg_op), deadline);
     if (!h.layout.even()) wait(h.local.broadcast(view(out, 0, count, dt), 0), deadline);
-    if (op == ReduceOp::avg) coll::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
+    if (op == ReduceOp::avg) kernels::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
     return;
   }
 
   // Leg 1: shard s of the chunk reduced into `out` on local rank s.
   auto reduce_in_node = [&](Chunk& c) {
-    coll::Blocks b{c.count, c.shards};
+    kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
       c.pending.push_back(h.local.reduce_scatter(
           view(in, c.first, c.count, dt),
@@ -72,14 +72,14 @@ void hierarchical_all_reduce(Hierarchy& h, const void* in, void* out, size_t cou
   // Leg 2: my shard across nodes, on my rail.
   auto reduce_across_nodes = [&](Chunk& c) {
     if (h.local_rank >= c.shards) return;
-    coll::Blocks b{c.count, c.shards};
+    kernels::Blocks b{c.count, c.shards};
     c.pending.push_back(
         h.rail.all_reduce(view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt),
                           leg_op));
   };
   // Leg 3: every shard back to every local rank.
   auto share_in_node = [&](Chunk& c) {
-    coll::Blocks b{c.count, c.shards};
+    kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
       const size_t each = c.count / size_t(local_size);
       c.pending.push_back(h.local.all_gather(
@@ -117,7 +117,7 @@ void hierarchical_all_reduce(Hierarchy& h, const void* in, void* out, size_t cou
   finish(chunks[k_max - 1]);
   share_in_node(chunks[k_max - 1]);
   for (size_t k = k_max >= 2 ? k_max - 2 : 0; k < k_max; ++k) finish(chunks[k]);
-  if (op == ReduceOp::avg) coll::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
+  if (op == ReduceOp::avg) kernels::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
 }
 
 void hierarchical_all_gather(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,
@@ -154,7 +154,7 @@ void hierarchical_reduce_scatter(Hierarchy& h, const void* in, void* out, size_t
        deadline);
   wait(h.rail.reduce_scatter(view(mine, 0, count * nodes, dt), view(out, 0, count, dt), leg_op),
        deadline);
-  if (op == ReduceOp::avg) coll::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
+  if (op == ReduceOp::avg) kernels::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
 }
 
 void hierarchical_all_to_all(Hierarchy& h, const void* in, void* out, size_t count, DataType dt,

@@ -8,10 +8,10 @@
 // returns a completed Work: no allocation, one lock for the flight record, one clock reading. If
 // not, it gives the rest (waiting, with every check of the queued path) to the engine at the
 // front of the queue and returns its Work, so that a call never blocks for more than the poll.
-#include "collectives/shm_collectives.hpp"
+#include "shm/collectives.hpp"
 #include "comm/communicator_impl.hpp"
-#include "config.hpp"
-#include "log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace strata {
 namespace {
@@ -27,10 +27,10 @@ int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 51
 
 std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer out,
                                                              ReduceOp op) {
-  if (!shm_ || size < 2 || in.bytes() > coll::kShmSmallBytes || config().check) return std::nullopt;
+  if (!shm_ || size < 2 || in.bytes() > shm::kSmallBytes || config().check) return std::nullopt;
   std::unique_lock<std::mutex> claim = engine_->try_claim();
   // A staging buffer still being read by a peer: posting would wait, so queue instead.
-  if (!claim.owns_lock() || !coll::shm_small_all_reduce_can_post(*shm_, in.bytes())) {
+  if (!claim.owns_lock() || !shm::small_all_reduce_can_post(*shm_, in.bytes())) {
     return std::nullopt;
   }
   const auto seq = int64_t(coll_seq_.fetch_add(1, std::memory_order_relaxed));
@@ -39,9 +39,9 @@ std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer o
   const auto now = Clock::now();
   shm::Segment& s = *shm_;
   // can_post said the post will not wait: the deadline is never reached.
-  const uint64_t number = coll::shm_small_all_reduce_post(
-      {s, now + engine_->timeout(), where, shm_stores_}, in.data, in.count, in.dtype);
-  if (coll::shm_small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
+  const uint64_t number = shm::small_all_reduce_post(
+      {s, now + engine_->timeout(), where, write_modes_}, in.data, in.count, in.dtype);
+  if (shm::small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
                                             immediate_polls(s))) {
     engine_->record_completed(where, in.dtype, in.count, now);
     return Work();
@@ -54,7 +54,7 @@ std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer o
   rest.where = std::move(where);
   rest.run = [this, number, out, count = in.count, dt = in.dtype, op](ucx::Worker&,
                                                                       comm::Op& self) {
-    coll::shm_small_all_reduce_finish({*shm_, self.deadline, self.where, shm_stores_}, number,
+    shm::small_all_reduce_finish({*shm_, self.deadline, self.where, write_modes_}, number,
                                       out.data, count, dt, op);
   };
   return Work(engine_->finish_later(std::move(rest), now));

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "bootstrap/await_rank.hpp"
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace strata::shm {
 namespace {

@@ -1,6 +1,6 @@
 // The intra-node fast path's memory: one POSIX shared-memory segment per communicator whose ranks
 // all share a node, mapped by every rank. Each rank owns a slot of staging buffers and three
-// monotonic progress counters that the others read; the algorithms in collectives/shm_*.cpp load
+// monotonic progress counters that the others read; the algorithms in shm/*.cpp load
 // and store it directly, the way NCCL reads peers over NVLink.
 //
 // The segment is an anonymous memory file (memfd) that the other ranks open through rank 0's
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "collectives/watchdog.hpp"
+#include "transport/watchdog.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 
@@ -26,7 +26,7 @@ struct alignas(64) Counter {
   std::atomic<uint32_t> waiters{0};
 };
 
-/// Most bytes a tiny all-reduce carries in its cache line (collectives/shm_all_reduce.cpp).
+/// Most bytes a tiny all-reduce carries in its cache line (shm/all_reduce.cpp).
 constexpr size_t kLineBytes = 48;
 
 /// A whole tiny collective in one cache line: a peer waits for `seq`, checks what it is, and
@@ -36,7 +36,7 @@ constexpr size_t kLineBytes = 48;
 struct alignas(64) Line {
   std::atomic<uint64_t> seq{0};      ///< number (from 1) of the tiny collective it holds
   std::atomic<uint32_t> waiters{0};  ///< ranks asleep on `seq` (a futex on its low half)
-  std::atomic<uint16_t> kind{0};     ///< shm_sync::Kind
+  std::atomic<uint16_t> kind{0};     ///< Kind, sync.hpp
   std::atomic<uint16_t> bytes{0};
   uint8_t payload[kLineBytes];
 };
@@ -49,7 +49,7 @@ constexpr int kMaxDepth = 64;
 struct Stamp {
   std::atomic<uint64_t> chunk{0};  ///< the chunk's sequence number
   std::atomic<uint64_t> bytes{0};  ///< the collective's bytes per rank
-  std::atomic<uint32_t> kind{0};   ///< which collective (shm_sync::Kind)
+  std::atomic<uint32_t> kind{0};   ///< which collective (Kind, sync.hpp)
 };
 
 struct SlotHeader {
@@ -85,9 +85,9 @@ class Segment {
   /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
   uint8_t* buffer(int rank, uint64_t index);
 
-  /// Consulted by waits that sleep (collectives/watchdog.hpp); not owned, may be null.
-  void set_watchdog(coll::Watchdog* w) { watchdog_ = w; }
-  coll::Watchdog* watchdog() const { return watchdog_; }
+  /// Consulted by waits that sleep (transport/watchdog.hpp); not owned, may be null.
+  void set_watchdog(transport::Watchdog* w) { watchdog_ = w; }
+  transport::Watchdog* watchdog() const { return watchdog_; }
 
   /// Chunks processed so far by this rank; every rank processes the same sequence, so this is
   /// also the value the counters of chunk `next_chunk` will reach.
@@ -103,7 +103,7 @@ class Segment {
   size_t slot_bytes_;
   size_t total_bytes_;
   uint8_t* base_ = nullptr;
-  coll::Watchdog* watchdog_ = nullptr;
+  transport::Watchdog* watchdog_ = nullptr;
 };
 
 }  // namespace strata::shm

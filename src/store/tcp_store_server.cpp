@@ -23,7 +23,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "log.hpp"
+#include "base/log.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"

@@ -3,7 +3,7 @@
 // that every rank keeps issuing the same sequence of collectives even after a failure.
 #include <complex>
 
-#include "collectives/store_choice.hpp"
+#include "shm/write_mode.hpp"
 #include "mp.hpp"
 
 using namespace strata;
@@ -301,12 +301,12 @@ TEST(CollectivesLarge, F32Sum64Mi) {
 }
 
 // From 64 KiB on, each rank stages chunks with ordinary or streaming stores, whichever it has timed
-// faster (collectives/store_choice.hpp): the first operations of each kind try both and every
+// faster (shm/write_mode.hpp): the first operations of each kind try both and every
 // 16th tries the other, so these run in both modes and sometimes in different modes on different
 // ranks. Every call carries different values, so a stale staging buffer cannot pass.
 TEST(CollectivesLarge, LearnedStagingStores) {
   const size_t n = size_t(1) << 20;  // f32: 4 MiB
-  for (size_t i = 0; i < coll::StoreChoice::kTryEvery + 2; ++i) {
+  for (size_t i = 0; i < shm::WriteModeChoice::kTryEvery + 2; ++i) {
     check_all_reduce(DataType::f32, ReduceOp::sum, n, i % 2 == 1, 1000 * i);
     check_all_gather(DataType::f32, per_rank(n), false, 1000 * i);
     check_all_to_all(DataType::f32, per_rank(n), 1000 * i);

@@ -1,0 +1,56 @@
+// Intra-node collectives over a shared segment (src/shm/segment.hpp): every rank stages chunks of
+// its data in its own slot, peers load them directly and reduce as they read. Chunks are small
+// enough to stay in cache between the writer and the readers, so each byte crosses DRAM about once
+// on the way in and once on the way out. Counters (written / reduced / consumed) order the phases;
+// `depth` staging buffers per rank let a fast rank run ahead while slower ones finish reading.
+//
+// Per chunk of K bytes, n ranks: all_reduce stages K, reduces K/n from n slots, copies (n-1)K/n
+// back; every rank ends with the same bits because sub-block j is reduced only by rank j.
+#pragma once
+
+#include "shm/write_mode.hpp"
+#include "shm/segment.hpp"
+#include "strata/types.hpp"
+
+namespace strata::shm {
+
+/// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
+constexpr size_t kSmallBytes = 16 * 1024;
+/// From this many bytes on, results are written to the caller's buffer with streaming stores
+/// (all-reduce: out of place only). Chunks are staged in the write mode this rank has found faster
+/// (write_mode.hpp).
+constexpr size_t kStreamingBytes = 4 * 1024 * 1024;
+
+struct Context {
+  shm::Segment& seg;
+  Clock::time_point deadline;
+  const ErrorContext& where;
+  StagingWriteModes& write_modes;  ///< this rank's learned write modes on this group
+};
+
+void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
+                    ReduceOp op);
+/// All-reduce of up to kSmallBytes in one phase, in halves, so that the caller can finish it
+/// at once when the peers are already there (comm/immediate.cpp). can_post: post would not wait
+/// (up to shm::kLineBytes it never does; above, this rank's next staging buffer must have been
+/// read by every peer). post: publishes this rank's input and returns its number.
+/// try_finish: reduces every rank's input into `out` if every peer has published a matching one
+/// within `polls` polls each (on an oversubscribed node each poll yields the core:
+/// sched_yield); false leaves `out` untouched, and finish (which waits, bounded by the deadline,
+/// and reports a peer in another collective) completes it. all_reduce runs post then finish.
+bool small_all_reduce_can_post(shm::Segment& s, size_t bytes);
+uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt);
+bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
+                                     DataType dt, ReduceOp op, int polls);
+void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count,
+                                 DataType dt, ReduceOp op);
+/// input: n blocks of `count`; rank r receives block r reduced.
+void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType dt,
+                        ReduceOp op);
+/// output: n blocks of `bytes`; block r is this rank's input (in place when input == block r).
+void all_gather(Context c, const void* in, void* out, size_t bytes);
+/// input and output: n blocks of `bytes` each.
+void all_to_all(Context c, const void* in, void* out, size_t bytes);
+void broadcast(Context c, void* buf, size_t bytes, int root);
+
+}  // namespace strata::shm

@@ -1,0 +1,103 @@
+// Shared-memory all-gather, all-to-all and broadcast: stage a chunk in my slot, then every reader
+// copies what it needs straight out of the writers' slots. No reduction, one copy in, one out.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/copy_kernel.hpp"
+#include "shm/collectives.hpp"
+#include "shm/sync.hpp"
+
+namespace strata::shm {
+
+
+void all_gather(Context c, const void* in, void* out, size_t bytes) {
+  auto& s = c.seg;
+  const int n = s.size(), r = s.rank();
+  const size_t per_chunk = s.chunk_bytes();
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
+  StagingCopy stage(c.write_modes.all_gather, bytes * n, s.oversubscribed());
+  const Expect e{Kind::all_gather, bytes};
+  for (size_t off = 0; off < bytes; off += per_chunk) {
+    const size_t k = std::min(per_chunk, bytes - off);
+    const uint64_t seq = s.next_chunk++;
+    wait_buffer_free(c.seg, seq, c.deadline, c.where);
+    stage(s.buffer(r, seq), src + off, k);
+    publish_written(s, seq, e);
+    if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      wait_written(s, j, seq, e, c.deadline, c.where);
+      put(dst + j * bytes + off, s.buffer(j, seq), k);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+  stage.done();
+}
+
+// All-to-all rounds span several staging buffers (up to the slot's `depth`, contiguous): every
+// round all ranks must meet, and with more ranks than cores each meeting costs scheduler slices,
+// so fewer, larger rounds win (benchmarks/RESULTS.md, "Why"). A round stops at the slot's end, so
+// its buffers are contiguous; no buffer index is skipped, so ranks that disagree on the size
+// still meet on the same chunk numbers and see each other's stamps (a size-mismatch error).
+void all_to_all(Context c, const void* in, void* out, size_t bytes) {
+  auto& s = c.seg;
+  const int n = s.size(), r = s.rank();
+  const uint64_t depth = uint64_t(s.depth());
+  // As wide as the message needs, up to the whole slot: a message that fits one buffer keeps
+  // the depth to run ahead into, which back-to-back small all-to-alls need.
+  const uint64_t wide =
+      std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(), 1, depth);
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
+  StagingCopy stage(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
+  const Expect e{Kind::all_to_all, bytes};
+  for (size_t off = 0; off < bytes;) {
+    const uint64_t first = s.next_chunk;
+    const uint64_t span = std::min(wide, depth - first % depth);
+    const uint64_t last = first + span - 1;
+    const size_t k = std::min(std::max<size_t>(s.chunk_bytes() * span / n / 64 * 64, 1),
+                              bytes - off);
+    s.next_chunk += span;
+    wait_buffer_free(c.seg, last, c.deadline, c.where);
+    uint8_t* mine = s.buffer(r, first);
+    for (int j = 0; j < n; ++j) {
+      if (j != r) stage(mine + j * k, src + j * bytes + off, k);
+    }
+    publish_written(s, last, e);
+    put(dst + r * bytes + off, src + r * bytes + off, k);
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      wait_written(s, j, last, e, c.deadline, c.where);
+      put(dst + j * bytes + off, s.buffer(j, first) + r * k, k);
+    }
+    publish(s, &SlotHeader::consumed, last + 1);
+    off += k;
+  }
+  stage.done();
+}
+
+void broadcast(Context c, void* buf, size_t bytes, int root) {
+  auto& s = c.seg;
+  const int r = s.rank();
+  const size_t per_chunk = s.chunk_bytes();
+  auto* data = static_cast<uint8_t*>(buf);
+  const Expect e{Kind::broadcast, bytes};
+  for (size_t off = 0; off < bytes; off += per_chunk) {
+    const size_t k = std::min(per_chunk, bytes - off);
+    const uint64_t seq = s.next_chunk++;
+    if (r == root) {
+      wait_buffer_free(c.seg, seq, c.deadline, c.where);
+      kernels::copy(s.buffer(root, seq), data + off, k);
+      publish_written(s, seq, e);
+    } else {
+      wait_written(s, root, seq, e, c.deadline, c.where);
+      kernels::copy(data + off, s.buffer(root, seq), k);
+    }
+    publish(s, &SlotHeader::consumed, seq + 1);
+  }
+}
+
+}  // namespace strata::shm

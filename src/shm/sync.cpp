@@ -1,0 +1,247 @@
+#include "shm/sync.hpp"
+
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <optional>
+
+#include "base/spin_policy.hpp"
+
+namespace strata::shm {
+
+const char* kind_name(uint32_t k) {
+  switch (Kind(k)) {
+    case Kind::all_reduce: return "all_reduce";
+    case Kind::reduce_scatter: return "reduce_scatter";
+    case Kind::all_gather: return "all_gather";
+    case Kind::all_to_all: return "all_to_all";
+    case Kind::broadcast: return "broadcast";
+  }
+  return "unknown collective";
+}
+
+namespace {
+
+// A value a rank publishes and the count of ranks asleep on it: a Counter, or a Line's seq.
+struct Flag {
+  std::atomic<uint64_t>& value;
+  std::atomic<uint32_t>& waiters;
+};
+
+// The futex word is the low 32 bits of the 64-bit value (little-endian x86-64).
+uint32_t* futex_word(std::atomic<uint64_t>& v) { return reinterpret_cast<uint32_t*>(&v); }
+
+void futex_wait(std::atomic<uint64_t>& v, uint32_t seen, std::chrono::milliseconds max) {
+  timespec ts{long(max.count() / 1000), long(max.count() % 1000) * 1000000};
+  // Shared (not FUTEX_PRIVATE) because the word lives in memory mapped by several processes.
+  syscall(SYS_futex, futex_word(v), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void publish_flag(Flag f, uint64_t value) {
+  f.value.store(value, std::memory_order_seq_cst);
+  if (f.waiters.load(std::memory_order_seq_cst) > 0) {
+    syscall(SYS_futex, futex_word(f.value), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+// Marks this rank as having given up on the collective (its peers' waits end at once) and
+// throws, naming `rank`.
+[[noreturn]] void give_up(Segment& s, int rank, const ErrorContext& where,
+                          const std::string& what) {
+  s.header(s.rank()).gave_up.store(1, std::memory_order_release);
+  ErrorContext w = where;
+  w.peer = rank;
+  throw Error(ErrorCode::peer_failure, w, what + " (do the ranks pass the same counts and dtypes?)");
+}
+
+std::string described(uint32_t kind, uint64_t bytes) {
+  return std::string(kind_name(kind)) + " of " + std::to_string(bytes) + " bytes per rank";
+}
+
+// Waits until `rank`'s flag reaches `target`. On the slow path (after spinning), asks the
+// watchdog, `rank`'s gave_up flag and `other_path(rank)`: what collective that rank is in when it
+// is one of the other path (tiny, in one line; or staged), which this wait would never see. The
+// flag is read again after that answer: a peer that published it and went on to a collective of
+// the other path is not in a mismatch (it stored the flag first, so the answer implies it).
+template <typename OtherPath>
+void wait_flag(Segment& s, int rank, Flag f, uint64_t target,
+               Clock::time_point deadline, const ErrorContext& where, OtherPath other_path) {
+  // Most waits end within a few hundred nanoseconds: poll before paying for a clock read (not when
+  // oversubscribed, where the peer may need this core: spin_policy.hpp).
+  for (int i = 0, n = s.oversubscribed() ? 1 : 64; i < n; ++i) {
+    if (f.value.load(std::memory_order_acquire) >= target) return;
+    _mm_pause();
+  }
+  const auto spin_until = Clock::now() + spin_budget(s.oversubscribed());
+  do {
+    for (int i = 0; i < 32; ++i) {
+      if (f.value.load(std::memory_order_acquire) >= target) return;
+      _mm_pause();
+    }
+  } while (Clock::now() < spin_until);
+  if (s.oversubscribed()) {
+    // More ranks than cores: the rank we wait for may be queued behind us on our core. Yielding
+    // hands it the core at once, where a futex sleep would cost a wake-up (~250 us here); bounded
+    // so that a long wait does not turn into a system-call storm.
+    const auto yield_until = Clock::now() + kOversubscribedYield;
+    while (Clock::now() < yield_until) {
+      if (f.value.load(std::memory_order_acquire) >= target) return;
+      sched_yield();
+    }
+  }
+  for (;;) {
+    // Asleep, a dead peer would only show at the deadline: ask whether one has died, or whether
+    // the peer has abandoned this collective or is in another one. A peer that published and
+    // then exited (its job done) is not a failure of this wait: read the flag again first.
+    if (s.watchdog()) {
+      try {
+        s.watchdog()->check(where);
+      } catch (const Error&) {
+        if (f.value.load(std::memory_order_acquire) >= target) return;
+        throw;
+      }
+    }
+    if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
+      ErrorContext w = where;
+      w.peer = rank;
+      throw Error(ErrorCode::peer_failure, w,
+                  "rank " + std::to_string(rank) +
+                      " abandoned this collective (see its error: the ranks disagree on it)");
+    }
+    if (const std::optional<std::string> other = other_path(rank);
+        other && f.value.load(std::memory_order_acquire) < target) {
+      give_up(s, rank, where, *other);
+    }
+    // Announce the sleep, then look once more: publish stores before it reads `waiters`, so
+    // either it sees us or we see its value.
+    f.waiters.fetch_add(1, std::memory_order_seq_cst);
+    uint64_t seen = f.value.load(std::memory_order_seq_cst);
+    if (seen < target) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() > 0) futex_wait(f.value, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
+    }
+    f.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (f.value.load(std::memory_order_acquire) >= target) return;
+    if (Clock::now() >= deadline) {
+      ErrorContext w = where;
+      w.peer = rank;
+      throw Error(ErrorCode::timeout, w,
+                  "timed out in the shared-memory path waiting for peer " + std::to_string(rank) +
+                      " (STRATA_TIMEOUT; is that rank alive and in the same collective?)");
+    }
+  }
+}
+
+}  // namespace
+
+void publish(Segment& s, Field f, uint64_t value) {
+  auto& c = s.header(s.rank()).*f;
+  publish_flag({c.value, c.waiters}, value);
+}
+
+void wait_for(Segment& s, int rank, Field f, uint64_t value,
+              Clock::time_point deadline, const ErrorContext& where) {
+  auto& c = s.header(rank).*f;
+  // A peer waited on here can be in a tiny collective only if the ranks called different ones:
+  // it would have had to finish this one first.
+  wait_flag(s, rank, {c.value, c.waiters}, value, deadline, where,
+            [&](int j) -> std::optional<std::string> {
+              for (const auto& line : s.header(j).lines) {
+                if (line.seq.load(std::memory_order_acquire) > s.next_line) {
+                  return "size mismatch: this rank is in a collective staged in chunks, rank " +
+                         std::to_string(j) + " in " +
+                         described(line.kind.load(), line.bytes.load());
+                }
+              }
+              return std::nullopt;
+            });
+}
+
+void publish_line(Segment& s, uint64_t number, const Expect& e, const void* data) {
+  auto& line = s.header(s.rank()).lines[number % 2];
+  line.kind.store(uint16_t(e.kind), std::memory_order_relaxed);
+  line.bytes.store(uint16_t(e.bytes), std::memory_order_relaxed);
+  std::memcpy(line.payload, data, e.bytes);
+  publish_flag({line.seq, line.waiters}, number);  // releases kind, bytes and payload with it
+}
+
+const uint8_t* wait_line(Segment& s, int rank, uint64_t number, const Expect& e,
+                         Clock::time_point deadline, const ErrorContext& where) {
+  auto& line = s.header(rank).lines[number % 2];
+  // A peer that has staged a chunk this rank has not is in a staged collective at this point of
+  // the sequence: it would have had to finish this tiny one first.
+  wait_flag(s, rank, {line.seq, line.waiters}, number, deadline, where,
+            [&](int j) -> std::optional<std::string> {
+              if (s.header(j).written.value.load(std::memory_order_acquire) <= s.next_chunk) {
+                return std::nullopt;
+              }
+              const auto& st = s.header(j).stamps[s.next_chunk % uint64_t(s.depth())];
+              return "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
+                     " (one cache line), rank " + std::to_string(j) + " in " +
+                     described(st.kind.load(), st.bytes.load()) + ", staged";
+            });
+  const uint16_t kind = line.kind.load(std::memory_order_relaxed);
+  const uint16_t bytes = line.bytes.load(std::memory_order_relaxed);
+  if (kind != uint16_t(e.kind) || bytes != e.bytes) {
+    give_up(s, rank, where,
+            "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
+                ", rank " + std::to_string(rank) + " in " + described(kind, bytes));
+  }
+  return line.payload;
+}
+
+bool line_ready(Segment& s, int rank, uint64_t number, const Expect& e) {
+  const auto& line = s.header(rank).lines[number % 2];
+  return line.seq.load(std::memory_order_acquire) >= number &&
+         line.kind.load(std::memory_order_relaxed) == uint16_t(e.kind) &&
+         line.bytes.load(std::memory_order_relaxed) == e.bytes;
+}
+
+void publish_written(Segment& s, uint64_t chunk, const Expect& e) {
+  auto& st = s.header(s.rank()).stamps[chunk % uint64_t(s.depth())];
+  st.chunk.store(chunk, std::memory_order_relaxed);
+  st.bytes.store(e.bytes, std::memory_order_relaxed);
+  st.kind.store(uint32_t(e.kind), std::memory_order_relaxed);
+  publish(s, &SlotHeader::written, chunk + 1);  // releases the stamp with it
+}
+
+bool buffer_free(Segment& s, uint64_t chunk) {
+  if (chunk < uint64_t(s.depth())) return true;
+  for (int j = 0; j < s.size(); ++j) {
+    if (s.header(j).consumed.value.load(std::memory_order_acquire) < chunk + 1 - s.depth()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool written_ready(Segment& s, int rank, uint64_t chunk, const Expect& e) {
+  const auto& h = s.header(rank);
+  const auto& st = h.stamps[chunk % uint64_t(s.depth())];
+  return h.written.value.load(std::memory_order_acquire) > chunk &&
+         st.chunk.load(std::memory_order_relaxed) == chunk &&
+         st.bytes.load(std::memory_order_relaxed) == e.bytes &&
+         st.kind.load(std::memory_order_relaxed) == uint32_t(e.kind);
+}
+
+void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e,
+                  Clock::time_point deadline, const ErrorContext& where) {
+  wait_for(s, rank, &SlotHeader::written, chunk + 1, deadline, where);
+  const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
+  const uint64_t bytes = st.bytes.load(std::memory_order_relaxed);
+  const uint32_t kind = st.kind.load(std::memory_order_relaxed);
+  if (bytes == e.bytes && kind == uint32_t(e.kind) &&
+      st.chunk.load(std::memory_order_relaxed) == chunk) {
+    return;
+  }
+  give_up(s, rank, where,
+          "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) + ", rank " +
+              std::to_string(rank) + " in " + described(kind, bytes));
+}
+
+}  // namespace strata::shm

@@ -1,0 +1,94 @@
+// The write mode of staging copies: which CPU stores stage a large chunk in shared memory,
+// ordinary or streaming, learned at run time per rank.
+//
+// A staged chunk is written by one core and read by the others. Ordinary stores leave its lines
+// dirty in the writer's cache, and readers fetch them from there: fast when the cores share a
+// cache or sit close, slow when they do not (on the VMs measured, a staged copy ran at 23 GB/s
+// with the two vCPUs ~140 ns apart and 6-8.5 GB/s with them ~600 ns apart, and the host moves
+// them from minute to minute). Streaming stores send the lines to memory, where readers fetch
+// them at DRAM speed either way: 2-3x faster far apart, 1.3-2x slower close together
+// (benchmarks/RESULTS.md, "vCPU placement"). No fixed choice wins, so every rank times its
+// operations of 64 KiB and more in the mode it uses, tries the other now and then, and keeps the
+// faster.
+//
+// The choice is the writer's alone (readers load the same bytes either way), so ranks that
+// disagree for a while still compute correct results. Every rank runs the same schedule, so they
+// try the other mode on the same operation and time the same thing.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/config.hpp"
+
+namespace strata::shm {
+
+enum class WriteMode : uint8_t { ordinary, streaming };
+
+/// The learned choice for one kind of operation on one group, as seen by one rank.
+class WriteModeChoice {
+ public:
+  /// Every kTryEvery-th operation runs in the mode not currently preferred, to notice when the
+  /// other one has become faster (the host moved the cores). 1/16 of the operations in the
+  /// slower mode costs a few percent; a placement change is noticed within 16 operations.
+  static constexpr uint64_t kTryEvery = 16;
+
+  /// The mode for the next operation.
+  WriteMode next();
+  /// The time the operation begun by the last next() took, per byte of its payload.
+  void record(double seconds_per_byte);
+  /// The mode the estimates now prefer (ordinary until both have been measured).
+  WriteMode preferred() const;
+
+ private:
+  uint64_t ops_ = 0;
+  WriteMode running_ = WriteMode::ordinary;
+  WriteMode last_recorded_ = WriteMode::ordinary;
+  double cost_[2] = {0, 0};  // seconds per byte, per mode; 0: not measured
+};
+
+/// One collective's choices by payload size, learned apart because the cost per byte differs
+/// with size (synchronisation weighs more on small operations): 64-256 KiB, 256 KiB-1 MiB,
+/// 1-4 MiB, 4-16 MiB, 16 MiB and up. Far apart, streaming stores won from 64 KiB up (2x at
+/// 64 KiB, all-gather and all-to-all, n = 2).
+class SizedWriteModeChoice {
+ public:
+  static constexpr size_t kLearnFromBytes = 64 * 1024;
+  /// With more ranks than cores, operations below this are dominated by context switches, whose
+  /// noise swamps the difference between the modes (n = 4 on 2 cores, 64 KiB: learning lost
+  /// up to 60 % to ordinary stores), so they are not learned.
+  static constexpr size_t kLearnFromBytesOversubscribed = 4 * 1024 * 1024;
+  /// The choice for operations of `bytes`; null below the floor above, where operations are
+  /// staged with ordinary stores (below 64 KiB they are too short for the timing not to weigh).
+  WriteModeChoice* at(size_t bytes, bool oversubscribed);
+
+ private:
+  static constexpr int kSizeClasses = 5;
+  WriteModeChoice by_size_[kSizeClasses];
+};
+
+/// One rank's choices on one group, per collective that stages chunks.
+struct StagingWriteModes {
+  SizedWriteModeChoice all_reduce, all_gather, all_to_all;
+};
+
+/// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
+/// timed for it from construction to done(), or the mode `policy` forces (neither learned nor
+/// timed). An operation that throws is not recorded.
+class StagingCopy {
+ public:
+  StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool oversubscribed,
+              ShmWriteMode policy = config().shm_write_mode);
+  void operator()(void* dst, const void* src, size_t n) const;
+  WriteMode mode() const { return mode_; }
+  void done();
+
+ private:
+  WriteModeChoice* choice_ = nullptr;  // null: not timed
+  size_t bytes_;
+  WriteMode mode_ = WriteMode::ordinary;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace strata::shm

@@ -1,0 +1,156 @@
+#include "transport/peer_health.hpp"
+
+#include <thread>
+
+#include "base/log.hpp"
+#include "transport/ucx/stale_files.hpp"
+
+namespace strata::transport {
+namespace {
+
+constexpr auto kProbeInterval = std::chrono::milliseconds(50);
+// A rank that exits right after its last operation has usually sent all this rank still waits
+// for (its part of a final barrier or broadcast): operations in flight get this long to finish
+// with it before its exit counts as a death. Without it, a clean exit failed a slower peer's
+// last collective (seen in CI: gpt_validate_np8, slurm_np4 on 2 oversubscribed cores).
+constexpr auto kExitGrace = std::chrono::milliseconds(150);
+
+}  // namespace
+
+PeerHealth::PeerHealth(int rank, std::vector<bootstrap::ProcessId> processes)
+    : rank_(rank), processes_(std::move(processes)) {}
+
+void PeerHealth::fail(ErrorCode code, int culprit, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (failed_.load()) return;
+    code_ = code;
+    culprit_ = culprit;
+    why_ = why;
+    failed_.store(true, std::memory_order_release);
+  }
+  // A dead rank of this machine may have left UCX's files behind (transport/ucx/stale_files.hpp).
+  if (code == ErrorCode::peer_failure) ucx::reclaim_stale_files();
+}
+
+Error PeerHealth::failure(const ErrorContext& where) const {
+  std::lock_guard<std::mutex> l(mu_);
+  ErrorContext w = where;
+  w.peer = culprit_;
+  return Error(code_, w, why_);
+}
+
+void PeerHealth::check(const ErrorContext& where) {
+  if (!failed()) {
+    const auto now = Clock::now();
+    if (now < next_probe_) return;
+    next_probe_ = now + kProbeInterval;
+    probe();
+    if (!failed()) return;
+  }
+  throw failure(where);
+}
+
+void PeerHealth::probe() {
+  if (take_notice()) return;
+  for (size_t r = 0; r < processes_.size(); ++r) {
+    if (int(r) != rank_ && !process_alive(int(r))) {
+      // A rank that saw a death reports it and only then exits: its notice may still be in
+      // flight to us. Take it before blaming that rank (kill_test caught rank 3 naming rank 1,
+      // which had exited after reporting rank 2's death).
+      for (int round = 0; round < 16; ++round) {
+        if (take_notice()) return;
+      }
+      const auto now = Clock::now();
+      if (gone_since_[r] == Clock::time_point{}) gone_since_[r] = now;
+      if (now - gone_since_[r] >= kExitGrace) report_death(int(r));
+      return;
+    }
+  }
+}
+
+bool PeerHealth::take_notice() {
+  // Notices first: a rank that reported a death and then exited is not the culprit, the rank
+  // it named is (its notice is delivered before it exits: send_notice waits for completion).
+  if (worker_) {
+    if (const auto n = worker_->poll_failure()) {
+      const std::string who = "rank " + std::to_string(n->culprit);
+      const std::string by = "(reported by rank " + std::to_string(n->reporter) + ")";
+      if (n->kind == ucx::Notice::aborted) {
+        fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
+      } else if (n->kind == ucx::Notice::died) {
+        fail(ErrorCode::peer_failure, n->culprit, who + " died " + by);
+      } else if (n->reporter != rank_) {
+        fail(ErrorCode::peer_failure, n->culprit, who + " is unreachable " + by);
+      } else if (!process_alive(n->culprit)) {
+        report_death(n->culprit);  // "died" says more than what the network saw
+      } else {
+        fail(ErrorCode::peer_failure, n->culprit,
+             who + " is unreachable: the network failed the connection to it (process or node "
+                   "down?)");
+        worker_->send_notice(*n);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+Error PeerHealth::explain(const Error& e) const {
+  const int peer = e.where().peer;
+  if (e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::aborted) return e;
+  if (peer < 0 || peer >= int(processes_.size()) || process_alive(peer)) return e;
+  return Error(ErrorCode::peer_failure, e.where(),
+               "rank " + std::to_string(peer) + " died (its process " +
+                   std::to_string(processes_[size_t(peer)].pid) +
+                   " on this machine has exited): " + e.what());
+}
+
+bool PeerHealth::process_alive(int r) const {
+  const auto& p = processes_[size_t(r)];
+  return !p.observable() || p.alive();
+}
+
+void PeerHealth::report_death(int r) {
+  const int64_t pid = processes_[size_t(r)].pid;
+  fail(ErrorCode::peer_failure, r,
+       "rank " + std::to_string(r) + " died (its process " + std::to_string(pid) +
+           " on this machine has exited)");
+  STRATA_LOG(WARN, "COLL") << "rank " << r << " (pid " << pid << ") has exited";
+  if (worker_) worker_->send_notice({ucx::Notice::died, int32_t(r), int32_t(rank_)});
+}
+
+void PeerHealth::abort() {
+  fail(ErrorCode::aborted, rank_, "communicator aborted by rank " + std::to_string(rank_));
+}
+
+void PeerHealth::report_failure(int culprit, const std::string& why) {
+  if (failed()) return;
+  if (!process_alive(culprit)) {
+    report_death(culprit);
+    return;
+  }
+  fail(ErrorCode::peer_failure, culprit,
+       "rank " + std::to_string(culprit) + " is unreachable " + why);
+  if (worker_) worker_->send_notice({ucx::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
+}
+
+void PeerHealth::report_abort(int culprit, const std::string& why) {
+  if (failed()) return;
+  fail(ErrorCode::aborted, culprit, "rank " + std::to_string(culprit) + " aborted " + why);
+  if (worker_) worker_->send_notice({ucx::Notice::aborted, int32_t(culprit), int32_t(rank_)});
+}
+
+bool PeerHealth::await_news(Clock::time_point until) {
+  for (;;) {
+    probe();
+    if (failed() || Clock::now() >= until) return failed();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void PeerHealth::announce_abort() {
+  if (worker_) worker_->send_notice({ucx::Notice::aborted, int32_t(rank_), int32_t(rank_)});
+}
+
+}  // namespace strata::transport

@@ -1,0 +1,421 @@
+#include "transport/ucx/worker.hpp"
+
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "bootstrap/await_rank.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "base/spin_policy.hpp"
+
+namespace strata::ucx {
+namespace {
+
+constexpr uint64_t kP2PBit = uint64_t(1) << 63;
+constexpr uint64_t kControlBit = uint64_t(1) << 62;
+constexpr uint64_t kFullMask = ~uint64_t(0);
+constexpr uint64_t kSourceBits = uint64_t(0xffffff) << 32;
+
+uint64_t notice_tag(int src) { return kP2PBit | kControlBit | (uint64_t(src & 0xffffff) << 32); }
+
+std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
+
+[[noreturn]] void fail_setup(const ErrorContext& where, const std::string& what) {
+  throw Error(ErrorCode::transport, where, what);
+}
+
+}  // namespace
+
+uint64_t collective_tag(uint64_t seq, int src, uint32_t step) {
+  return ((seq & 0x7fffffu) << 40) | (uint64_t(src & 0xffffff) << 16) | (step & 0xffffu);
+}
+
+uint64_t p2p_tag(int src, uint32_t user_tag) {
+  return kP2PBit | (uint64_t(src & 0xffffff) << 32) | user_tag;
+}
+
+// ---- Context ---------------------------------------------------------------------------------
+
+std::shared_ptr<Context> Context::get() {
+  static std::mutex mu;
+  static std::weak_ptr<Context> current;
+  std::lock_guard<std::mutex> lock(mu);
+  auto c = current.lock();
+  if (!c) {
+    c = std::shared_ptr<Context>(new Context());
+    current = c;
+  }
+  return c;
+}
+
+Context::Context() {
+  ucp_config_t* cfg = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+  if (s != UCS_OK) fail_setup({.op = "ucx.init"}, "ucp_config_read: " + status_text(s));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;  // workers of different communicators live on different threads
+  s = ucp_init(&params, cfg, &ctx_);
+  ucp_config_release(cfg);
+  if (s != UCS_OK) fail_setup({.op = "ucx.init"}, "ucp_init: " + status_text(s));
+}
+
+Context::~Context() {
+  if (ctx_) ucp_cleanup(ctx_);
+}
+
+// ---- Worker setup ----------------------------------------------------------------------------
+
+Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
+               const ErrorContext& where, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
+      scratch_(4), scratch_size_(4, 0), where_(where) {
+  ErrorContext w = where;
+  w.op = "ucx.connect";
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // one thread at a time: the communicator's executor
+  ucs_status_t s = ucp_worker_create(context_->handle(), &wp, &worker_);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_create: " + status_text(s));
+
+  s = ucp_worker_get_efd(worker_, &event_fd_);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_get_efd: " + status_text(s));
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {event_fd_, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+
+  // Failure notices may arrive at any time from any peer: keep one receive posted.
+  if (!post_notice_receive()) fail_setup(w, "cannot post the failure-notice receive");
+
+  // Publish our address, then connect to every peer's.
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  s = ucp_worker_get_address(worker_, &addr, &addr_len);
+  if (s != UCS_OK) fail_setup(w, "ucp_worker_get_address: " + status_text(s));
+  auto* a = reinterpret_cast<const uint8_t*>(addr);
+  store.set("ucx/addr/" + std::to_string(rank), Bytes(a, a + addr_len));
+  ucp_worker_release_address(worker_, addr);
+
+  error_args_.resize(size_t(size));
+  for (int peer = 0; peer < size; ++peer) {
+    Bytes remote = bootstrap::get_published(store, "ucx/addr/" + std::to_string(peer), peer,
+                                            "its UCX address", w, timeout);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    if (network_watched[size_t(peer)]) {
+      // A peer whose connection breaks (its process or node died) fails the endpoint instead of
+      // leaving operations to their deadline.
+      ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      error_args_[size_t(peer)] = {this, peer};
+      ep.err_handler.cb = &Worker::on_endpoint_error;
+      ep.err_handler.arg = &error_args_[size_t(peer)];
+    }
+    s = ucp_ep_create(worker_, &ep, &eps_[peer]);
+    if (s != UCS_OK) {
+      w.peer = peer;
+      fail_setup(w, "ucp_ep_create: " + status_text(s));
+    }
+  }
+}
+
+Worker::~Worker() {
+  // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
+  auto until = Clock::now() + std::chrono::seconds(2);
+  if (notice_request_) {
+    ucp_request_cancel(worker_, notice_request_);
+    while (ucp_request_check_status(notice_request_) == UCS_INPROGRESS && Clock::now() < until)
+      progress();
+    ucp_request_free(notice_request_);
+  }
+  // After a failure, flushing towards a dead peer can only time out: close at once.
+  const bool force = failed_.load();
+  std::vector<void*> closing;
+  for (ucp_ep_h ep : eps_) {
+    if (!ep) continue;
+    ucp_request_param_t p{};
+    if (force) {
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
+    void* r = ucp_ep_close_nbx(ep, &p);
+    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+  }
+  for (void* r : closing) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
+    if (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      STRATA_LOG(WARN, "NET") << "endpoint close did not finish in 2 s; forcing";
+    }
+    ucp_request_free(r);
+  }
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (worker_) ucp_worker_destroy(worker_);
+}
+
+// ---- Messages ---------------------------------------------------------------------------------
+
+void Worker::begin_collective(uint64_t seq, const ErrorContext& where,
+                              Clock::time_point deadline) {
+  seq_ = seq;
+  where_ = where;
+  deadline_ = deadline;
+}
+
+Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
+  ErrorContext w = where_;
+  w.peer = peer;
+  return Error(code, w, what);
+}
+
+transport::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
+                           uint64_t mask) {
+  transport::Request r;
+  r.peer = peer;
+  r.bytes = bytes;
+  r.is_recv = recv;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  ucs_status_ptr_t sp;
+  if (recv) {
+    p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;  // always a request, so the size can be checked
+    sp = ucp_tag_recv_nbx(worker_, data, bytes, tag, mask, &p);
+  } else {
+    sp = ucp_tag_send_nbx(eps_[peer], data, bytes, tag, &p);
+  }
+  if (UCS_PTR_IS_ERR(sp)) {
+    throw failure(ErrorCode::transport, peer,
+                  std::string(recv ? "receive" : "send") + " of " + std::to_string(bytes) +
+                      " bytes failed to start: " + status_text(UCS_PTR_STATUS(sp)));
+  }
+  r.handle = sp;  // nullptr: a send that completed at once
+  return r;
+}
+
+transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
+  return post(false, peer, const_cast<void*>(data), bytes, collective_tag(seq_, rank_, step));
+}
+
+transport::Request Worker::irecv(int peer, void* data, size_t bytes, uint32_t step) {
+  return post(true, peer, data, bytes, collective_tag(seq_, peer, step));
+}
+
+transport::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32_t tag) {
+  return post(false, peer, const_cast<void*>(data), bytes, p2p_tag(rank_, tag));
+}
+
+transport::Request Worker::post_recv(int peer, void* data, size_t bytes, uint32_t tag) {
+  if (peer >= 0) return post(true, peer, data, bytes, p2p_tag(peer, tag));
+  // Any source: every bit but the source's must match (so never a control notice, bit 62).
+  return post(true, -1, data, bytes, p2p_tag(0, tag), kFullMask & ~kSourceBits);
+}
+
+bool Worker::test(transport::Request& r, const ErrorContext& where) {
+  if (!r.handle) return true;
+  ucs_status_t s;
+  size_t got = r.bytes;
+  if (r.is_recv) {
+    ucp_tag_recv_info_t info{};
+    s = ucp_tag_recv_request_test(r.handle, &info);
+    got = info.length;
+    if (s == UCS_OK && r.peer < 0) r.peer = int((info.sender_tag & kSourceBits) >> 32);
+  } else {
+    s = ucp_request_check_status(r.handle);
+  }
+  if (s == UCS_INPROGRESS) return false;
+  ucp_request_free(r.handle);
+  r.handle = nullptr;
+  ErrorContext w = where;
+  w.peer = r.peer;
+  if (s == UCS_ERR_MESSAGE_TRUNCATED) {
+    throw Error(ErrorCode::peer_failure, w,
+                "size mismatch: peer sent more than the " + std::to_string(r.bytes) +
+                    " bytes expected (do the ranks pass the same counts and dtypes?)");
+  }
+  if (s != UCS_OK) {
+    throw Error(ErrorCode::transport, w,
+                std::string(r.is_recv ? "receive" : "send") + " failed: " + status_text(s));
+  }
+  if (r.is_recv && got != r.bytes) {
+    throw Error(ErrorCode::peer_failure, w,
+                "size mismatch: expected " + std::to_string(r.bytes) + " bytes, peer sent " +
+                    std::to_string(got) + " (do the ranks pass the same counts and dtypes?)");
+  }
+  return true;
+}
+
+bool Worker::group_failed() {
+  if (!watchdog_) return false;
+  try {
+    watchdog_->check(where_);
+    return false;
+  } catch (const Error&) {
+    return true;
+  }
+}
+
+void Worker::cancel(transport::Request& r) {
+  if (!r.handle) return;
+  ucp_request_cancel(worker_, r.handle);
+  // A receive not yet matched ends at once. A transfer under way (a rendezvous send, or a receive
+  // being copied) ends when its peer answers, which a dead peer never does: wait for it only
+  // while the group is healthy, at most 5 s.
+  auto until = Clock::now() + std::chrono::seconds(5);
+  while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until &&
+         !group_failed())
+    progress();
+  ucp_request_free(r.handle);
+  r.handle = nullptr;
+}
+
+void Worker::wait(std::span<transport::Request> reqs) {
+  auto spin_until = Clock::now() + spin_budget(oversubscribed_);
+  // With more ranks than cores, the peer we wait for may need this core: yield it for a while
+  // (a reply usually comes within a scheduler slice) before paying the ~250 us of a sleep.
+  auto yield_until = spin_until + (oversubscribed_ ? kOversubscribedYield : Clock::duration{});
+  size_t first_pending = 0;
+  uint32_t busy = 0;
+  try {
+    for (;;) {
+      while (first_pending < reqs.size() && test(reqs[first_pending], where_)) ++first_pending;
+      if (first_pending == reqs.size()) return;
+      // UCX may report progress forever without completing ours (retrying towards a peer that
+      // died mid-transfer): look at the deadline and the watchdog every 64 busy rounds too.
+      const bool moved = progress();
+      if (moved && (++busy & 63) != 0) continue;
+      auto now = Clock::now();
+      if (now >= deadline_) {
+        const auto& r = reqs[first_pending];
+        std::ostringstream m;
+        m << "timed out waiting to " << (r.is_recv ? "receive " : "send ") << r.bytes
+          << " bytes " << (r.is_recv ? "from" : "to") << " peer " << r.peer
+          << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
+        throw failure(ErrorCode::timeout, r.peer, m.str());
+      }
+      if (watchdog_ && now >= spin_until) watchdog_->check(where_);
+      if (moved) continue;
+      if (now >= yield_until)
+        sleep(deadline_);
+      else if (now >= spin_until)
+        sched_yield();
+    }
+  } catch (...) {
+    for (auto& r : reqs) cancel(r);
+    throw;
+  }
+}
+
+void* Worker::scratch(size_t bytes, int slot) {
+  if (scratch_size_[slot] < bytes) {
+    scratch_[slot].reset(new uint8_t[bytes]);
+    scratch_size_[slot] = bytes;
+  }
+  return scratch_[slot].get();
+}
+
+// ---- Failure notices ---------------------------------------------------------------------------
+
+void Worker::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* who = static_cast<std::pair<Worker*, int>*>(arg);
+  int none = -1;
+  if (who->first->unreachable_peer_.compare_exchange_strong(none, who->second)) {
+    who->first->unreachable_status_ = int(status);
+  }
+}
+
+bool Worker::post_notice_receive() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  p.datatype = ucp_dt_make_contig(1);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &notice_in_, sizeof notice_in_, notice_tag(0),
+                                        ~kSourceBits, &p);
+  notice_request_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
+  return notice_request_ != nullptr;
+}
+
+std::optional<Notice> Worker::poll_failure() {
+  progress();
+  if (notice_request_ && ucp_request_check_status(notice_request_) != UCS_INPROGRESS) {
+    const ucs_status_t s = ucp_request_check_status(notice_request_);
+    ucp_request_free(notice_request_);
+    const Notice got = notice_in_;
+    post_notice_receive();  // later notices (other survivors') are absorbed, not left unmatched
+    if (s == UCS_OK && got.culprit >= 0 && got.culprit < size_ && got.reporter >= 0 &&
+        got.reporter < size_) {
+      failed_ = true;
+      return got;
+    }
+    STRATA_LOG(WARN, "NET") << "ignored a malformed failure notice (" << status_text(s) << ")";
+  }
+  const int peer = unreachable_peer_.load();
+  if (peer >= 0) {
+    failed_ = true;
+    STRATA_LOG(WARN, "NET") << "endpoint to rank " << peer << " failed: "
+                            << status_text(ucs_status_t(unreachable_status_.load()));
+    return Notice{Notice::unreachable, peer, rank_};
+  }
+  return std::nullopt;
+}
+
+void Worker::send_notice(const Notice& n) {
+  failed_ = true;
+  std::vector<void*> sending;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  notice_out_ = n;  // a member: a send still in flight after the bound below keeps a valid buffer
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_ || peer == n.culprit || !eps_[size_t(peer)]) continue;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
+                                          notice_tag(rank_), &p);
+    if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
+  }
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  for (void* r : sending) {
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
+    ucp_request_free(r);  // UCX releases one still in flight when it completes
+  }
+}
+
+// ---- Progress and sleep ------------------------------------------------------------------------
+
+bool Worker::progress() { return ucp_worker_progress(worker_) != 0; }
+
+// BUSY means events arrived since the last progress: the caller must progress, not sleep.
+bool Worker::arm() { return ucp_worker_arm(worker_) != UCS_ERR_BUSY; }
+
+void Worker::wait_event(Clock::time_point until) {  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  int ms = int(std::clamp<int64_t>(left.count() + 1, 0, 100));
+  epoll_event ev[2];
+  int n = ::epoll_wait(epoll_fd_, ev, 2, ms);
+  for (int i = 0; i < n; ++i) {
+    if (ev[i].data.fd == wake_fd_) {
+      uint64_t v;
+      ssize_t ignored = ::read(wake_fd_, &v, sizeof v);
+      (void)ignored;
+    }
+  }
+}
+
+void Worker::wake() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+}  // namespace strata::ucx

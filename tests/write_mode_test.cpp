@@ -1,0 +1,134 @@
+// The learned write mode of staging copies (shm/write_mode.hpp), driven with made-up
+// timings: which mode each operation runs in, and how the choice follows a change of placement.
+#include "shm/write_mode.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace strata;
+using shm::WriteModeChoice;
+using shm::WriteMode;
+
+namespace {
+
+constexpr WriteMode O = WriteMode::ordinary, S = WriteMode::streaming;
+
+// Runs `ops` operations, each timed at `cost(mode)`; returns the modes they ran in.
+template <class Cost>
+std::vector<WriteMode> run(WriteModeChoice& c, int ops, Cost cost) {
+  std::vector<WriteMode> modes;
+  for (int i = 0; i < ops; ++i) {
+    modes.push_back(c.next());
+    c.record(cost(modes.back()));
+  }
+  return modes;
+}
+
+std::vector<WriteMode> repeat(WriteMode s, int n) { return std::vector<WriteMode>(size_t(n), s); }
+
+std::vector<WriteMode> cat(std::vector<WriteMode> a, const std::vector<WriteMode>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(WriteModeChoice, MeasuresBothThenKeepsTheFasterAndRetriesTheOtherEvery16th) {
+  WriteModeChoice c;
+  // Operation 0 is not timed: were its figure (the caller's buffers faulting in) counted,
+  // ordinary would never be preferred here.
+  EXPECT_EQ(c.next(), O);
+  c.record(1.0);
+  const auto modes = run(c, 32, [](WriteMode s) { return s == O ? 1e-10 : 3e-10; });
+  // Operations 1..32: streaming, ordinary (measured once each), then ordinary but for 16, 32.
+  const auto want = cat(cat(cat({S, O}, repeat(O, 13)), cat({S}, repeat(O, 15))), {S});
+  EXPECT_EQ(modes, want);
+  EXPECT_EQ(c.preferred(), O);
+}
+
+TEST(WriteModeChoice, SwitchesAtOnceWhenThePreferredModeSlowsDown) {
+  WriteModeChoice c;
+  bool far = false;
+  auto cost = [&](WriteMode s) { return s == O ? (far ? 4e-10 : 1e-10) : 2e-10; };
+  run(c, 10, cost);
+  EXPECT_EQ(c.preferred(), O);
+  far = true;  // ordinary: 1 -> 4, streaming 2: one sample of 4 puts ordinary at 2.5
+  const auto modes = run(c, 3, cost);
+  EXPECT_EQ(modes, std::vector<WriteMode>({O, S, S}));
+}
+
+TEST(WriteModeChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
+  WriteModeChoice c;
+  bool near = false;
+  auto cost = [&](WriteMode s) { return s == S ? 2e-10 : (near ? 1e-10 : 4e-10); };
+  run(c, 5, cost);  // operations 0..4: streaming preferred from 3 on
+  EXPECT_EQ(c.preferred(), S);
+  near = true;  // ordinary is now faster, but only a retry can see it
+  const auto modes = run(c, 13, cost);  // operations 5..17
+  // Operation 16 retries ordinary; its figure replaces the stale one and ordinary wins at once.
+  EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));
+}
+
+TEST(StagingCopy, ForcedModesAreNeitherLearnedNorTimed) {
+  const size_t n = 1 << 20;
+  for (auto [policy, mode] : {std::pair{ShmWriteMode::ordinary, O}, {ShmWriteMode::streaming, S}}) {
+    shm::SizedWriteModeChoice c;
+    for (int i = 0; i < 40; ++i) {
+      shm::StagingCopy copy(c, n, false, policy);
+      EXPECT_EQ(copy.mode(), mode) << i;
+      copy.done();
+    }
+    // The class was never asked: learning would start from its operation 0.
+    EXPECT_EQ(c.at(n, false)->preferred(), O);
+    std::vector<WriteMode> first;
+    for (int i = 0; i < 3; ++i) first.push_back(c.at(n, false)->next());
+    EXPECT_EQ(first, std::vector<WriteMode>({O, S, O}));
+  }
+}
+
+TEST(SizedWriteModeChoice, LearnsFrom64KiBPerFactorOf4From4MiBOversubscribed) {
+  shm::SizedWriteModeChoice c;
+  const size_t K = 1024, M = K * K;
+  EXPECT_EQ(c.at(64 * K - 1, false), nullptr);
+  // Class boundaries at 256 KiB, 1, 4 and 16 MiB; everything larger shares the last class.
+  const size_t first[] = {64 * K, 256 * K, M, 4 * M, 16 * M};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_NE(c.at(first[i], false), nullptr);
+    if (i < 4) {
+      EXPECT_EQ(c.at(first[i], false), c.at(first[i + 1] - 1, false)) << i;
+    }
+    if (i > 0) {
+      EXPECT_NE(c.at(first[i], false), c.at(first[i] - 1, false)) << i;
+    }
+  }
+  EXPECT_EQ(c.at(size_t(1) << 40, false), c.at(16 * M, false));
+  // More ranks than cores: from 4 MiB only, in the same classes.
+  EXPECT_EQ(c.at(4 * M - 1, true), nullptr);
+  EXPECT_EQ(c.at(4 * M, true), c.at(4 * M, false));
+  EXPECT_EQ(c.at(64 * M, true), c.at(64 * M, false));
+}
+
+TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
+  shm::SizedWriteModeChoice c;
+  const size_t n = 300 * 1024 + 40;  // not a whole number of vectors
+  std::vector<unsigned char> src(n), dst(n);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+  for (WriteMode want : {O, S, O}) {  // untimed, then each mode measured once
+    std::fill(dst.begin(), dst.end(), 0);
+    shm::StagingCopy copy(c, n, false);
+    EXPECT_EQ(copy.mode(), want);
+    copy(dst.data() + 1, src.data() + 1, n - 1);  // unaligned
+    copy.done();
+    EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + 1, n - 1), 0);
+    EXPECT_EQ(dst[0], 0);
+  }
+  // Both modes measured by real copies: operation 3 (not a retry) runs in the preferred one.
+  const WriteMode p = c.at(n, false)->preferred();
+  EXPECT_EQ(c.at(n, false)->next(), p);
+  // Below 64 KiB: ordinary stores, and no class is touched.
+  shm::StagingCopy small(c, 1000, false);
+  EXPECT_EQ(small.mode(), O);
+  small.done();
+}
