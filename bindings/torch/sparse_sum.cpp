@@ -56,7 +56,6 @@ void issue_sparse_sum(Communicator& comm, const at::Tensor& tensor, StrataWork& 
   const at::Tensor local = tensor.coalesce();  // fewer entries to send
   const at::Tensor indices = local.indices().t().contiguous();  // one row per entry
   const at::Tensor values = local.values().contiguous();        // [entries, dense sizes...]
-  view(values, "all_reduce");  // a dtype Strata carries, before anything moves
   const std::vector<int64_t> sizes = tensor.sizes().vec();
   const std::vector<int64_t> head = {local._nnz(), tensor.sparse_dim(), tensor.dense_dim(),
                                      int64_t(tensor.scalar_type()), tensor.dim()};
@@ -74,6 +73,7 @@ void issue_sparse_sum(Communicator& comm, const at::Tensor& tensor, StrataWork& 
     TORCH_CHECK_VALUE(false, "strata all_reduce (sparse) on rank ", comm.rank(), ": rank ", bad,
                       " passed ", said(bad), ", rank 0 ", said(0));
   }
+  view(values, "all_reduce");  // a dtype Strata carries: the same verdict on every rank now
 
   // Gather every rank's rows of indices and of values: uneven blocks, so an all_to_allv with
   // this rank's one block sent to every rank.

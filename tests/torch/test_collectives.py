@@ -353,13 +353,18 @@ def test_sparse_all_reduce_sums_every_ranks_entries():
     assert torch.equal(work.get_future().value()[0].to_dense(), want)
 
 
-def test_sparse_all_reduce_of_different_shapes_fails_on_every_rank():
+def test_sparse_all_reduce_of_different_shapes_or_dtypes_fails_on_every_rank():
     if size() < 2:
         pytest.skip("needs 2 ranks")
     shape = (5, 2) if rank() == 1 else (4, 2)
     with pytest.raises(ValueError, match=r"rank 1 passed a Float tensor of shape \[5, 2\].*"
                                          r"rank 0 a Float tensor of shape \[4, 2\]"):
         dist.all_reduce(sparse_input(rank(), shape))
+    t = sparse_input(rank(), (4, 2))
+    if rank() == 1:
+        t = t.double()
+    with pytest.raises(ValueError, match=r"rank 1 passed a Double tensor .* rank 0 a Float tensor"):
+        dist.all_reduce(t)
     t = torch.ones(4)  # and the group goes on
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((4,), float(size())))
