@@ -469,24 +469,22 @@ WorkPtr ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dst, int 
 }
 
 WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
-  Staged t(single(tensors, "recv"), "recv");
-  // The profiler records a receive with its tensor's shape, as gloo does.
-  return run(OpType::RECV, "strata:recv", tensors, tensors, c10d::kUnsetTimeout,
-             [&](StrataWork& w) {
-               w.add(comm_.recv(t.buffer(), src, uint32_t(tag)));
-               w.on_success([t] { t.finish(); });
-             });
+  return receive(tensors, src, tag, OpType::RECV, "strata:recv");
 }
 
 WorkPtr ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return receive(tensors, kAnySource, tag, OpType::RECVANYSOURCE, "strata:recvAnySource");
+}
+
+WorkPtr ProcessGroupStrata::receive(std::vector<at::Tensor>& tensors, int src, int tag,
+                                    OpType type, const char* title) {
   TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
   Staged t(single(tensors, "recv"), "recv");
-  return run(OpType::RECVANYSOURCE, "strata:recvAnySource", tensors, tensors,
-             c10d::kUnsetTimeout, [&](StrataWork& w) {
-               w.add(comm_.recv(t.buffer(), kAnySource, uint32_t(tag)));
-               w.on_success([t] { t.finish(); });
-             });
+  // The profiler records a receive with its tensor's shape, as gloo does.
+  return run(type, title, tensors, tensors, c10d::kUnsetTimeout, [&](StrataWork& w) {
+    w.add(comm_.recv(t.buffer(), src, uint32_t(tag)));
+    w.on_success([t] { t.finish(); });
+  });
 }
 
 WorkPtr ProcessGroupStrata::barrier(const c10d::BarrierOptions& opts) {

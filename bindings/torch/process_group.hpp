@@ -92,6 +92,9 @@ class ProcessGroupStrata final : public c10d::Backend {
                                      std::vector<at::Tensor> outputs,
                                      std::chrono::milliseconds timeout, Issue&& issue);
   std::chrono::milliseconds deadline(std::chrono::milliseconds op_timeout) const;
+  /// recv and recvAnysource (`src` kAnySource).
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int src, int tag,
+                                         c10d::OpType type, const char* title);
   /// One tensor per rank and per call, as torch's CPU backends take it.
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) const;
 
