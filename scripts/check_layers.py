@@ -36,12 +36,12 @@ CONSUMERS = {
     "trainer": [],
     "tools": [],
 }
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = ("*.hpp", "*.cpp", "*.h", "*.c")
 
 
 def layer_of(rel):
-    """(layer, own folder prefix) of a file path relative to the repository, or None."""
+    """The layer (a key of LIBRARY or CONSUMERS) of a path relative to the repository, or None."""
     parts = rel.parts
     if parts[0] == "src" and len(parts) > 2 and parts[1] in LIBRARY:
         return parts[1]
