@@ -4,30 +4,30 @@
     scripts/check_layers.py [REPO]        # CTest "layering" runs it
     scripts/check_layers.py --self-test   # shows that it catches an upward include
 
-Every `#include "..."` in the library (src/, topology/, sharding/) and its consumers (bindings/,
-trainer/, tools/) is spelled from an include root, so its first path component names the layer
-it reaches into ("base/log.hpp", "strata/communicator.hpp"). The table below says which layers
-each may reach; its own layer and the public headers (strata/) are always allowed. Spellings
-that climb (`../`) or reach past the roots (`src/...`) are refused: they hide the layer.
+Every `#include "..."` in the library (src/) and its consumers (bindings/, trainer/, tools/) is
+spelled from an include root, so its first path component names the layer it reaches into
+("base/log.hpp", "strata/communicator.hpp"). src/layers.txt says which layers each library layer
+may reach (the build enforces the same table: each layer compiles against links to those layers
+only); CONSUMERS below says it for the rest. A file's own layer and the public headers (strata/)
+are always allowed. Spellings that climb (`../`) or reach past the roots (`src/...`) are refused:
+they hide the layer, and the compiler would find them beside the including file.
 """
 
 import pathlib
 import re
 import sys
 
-# Library layers, bottom up: each may include those it lists (and itself, and strata/).
-LIBRARY = {
-    "base": [],
-    "kernels": [],
-    "store": ["base"],
-    "bootstrap": ["base"],
-    "transport": ["bootstrap", "base"],
-    "topology": ["bootstrap", "base"],
-    "shm": ["transport", "kernels", "bootstrap", "base"],
-    "algorithms": ["transport", "kernels", "base"],
-    "comm": ["algorithms", "shm", "transport", "kernels", "bootstrap", "base"],
-    "sharding": [],
-}
+
+def read_layers(repo):
+    """src/layers.txt: each library layer and the layers below it that it may include."""
+    table = {}
+    for line in (repo / "src" / "layers.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            layer, *below = line.split()
+            table[layer] = below
+    return table
+
+
 # Consumers use the public headers; the C ABI also reads the job's environment itself.
 CONSUMERS = {
     "bindings/c": ["bootstrap", "base"],
@@ -40,13 +40,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = ("*.hpp", "*.cpp", "*.h", "*.c")
 
 
-def layer_of(rel):
-    """The layer (a key of LIBRARY or CONSUMERS) of a path relative to the repository, or None."""
+def layer_of(rel, library):
+    """The layer (a key of `library` or CONSUMERS) of a path relative to the repository, or None."""
     parts = rel.parts
-    if parts[0] == "src" and len(parts) > 2 and parts[1] in LIBRARY:
+    if parts[0] == "src" and len(parts) > 2 and parts[1] in library:
         return parts[1]
-    if parts[0] in LIBRARY:
-        return parts[0]
     for c in CONSUMERS:
         if rel.as_posix().startswith(c + "/"):
             return c
@@ -54,18 +52,19 @@ def layer_of(rel):
 
 
 def check(repo):
+    library = read_layers(repo)
     errors = []
     files = 0
-    for top in ("src", "topology", "sharding", "bindings", "trainer", "tools"):
+    for top in ("src", "bindings", "trainer", "tools"):
         for pattern in SOURCES:
             for path in sorted((repo / top).rglob(pattern)):
                 rel = path.relative_to(repo)
-                layer = layer_of(rel)
+                layer = layer_of(rel, library)
                 if layer is None:
-                    errors.append(f"{rel}: in no layer of scripts/check_layers.py's table")
+                    errors.append(f"{rel}: in no layer of src/layers.txt")
                     continue
                 files += 1
-                allowed = set(LIBRARY.get(layer, CONSUMERS.get(layer, []))) | {"strata", layer}
+                allowed = set(library.get(layer, CONSUMERS.get(layer, []))) | {"strata", layer}
                 for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                     m = INCLUDE.match(line)
                     if not m:
@@ -85,18 +84,19 @@ def check(repo):
 
 
 def self_test():
-    """A tree with one upward include (base -> comm) and one climbing spelling: both reported."""
+    """A tree with one upward include (base -> runtime) and one climbing spelling: both reported."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = pathlib.Path(d)
-        for rel, text in {"src/base/a.cpp": '#include "comm/engine.hpp"\n',
-                          "src/comm/b.cpp": '#include "base/log.hpp"\n#include "../x.hpp"\n',
-                          "src/shm/c.cpp": '#include "kernels/blocks.hpp"\n'}.items():
+        for rel, text in {"src/base/a.cpp": '#include "runtime/op_queue.hpp"\n',
+                          "src/runtime/b.cpp": '#include "base/log.hpp"\n#include "../x.hpp"\n',
+                          "src/shm/c.cpp": '#include "kernels/blocks.hpp"\n',
+                          "src/layers.txt": "base\nkernels\nshm kernels base\nruntime shm base\n"}.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         files, errors = check(root)
-    expected = ['src/base/a.cpp:1: layer base includes "comm/engine.hpp"',
-                'src/comm/b.cpp:2: #include "../x.hpp" hides its layer']
+    expected = ['src/base/a.cpp:1: layer base includes "runtime/op_queue.hpp"',
+                'src/runtime/b.cpp:2: #include "../x.hpp" hides its layer']
     ok = files == 3 and len(errors) == 2 and all(
         e.startswith(x) for e, x in zip(sorted(errors), expected))
     print("check_layers self-test:", "passed" if ok else f"FAILED: {files} files, {errors}")

@@ -11,12 +11,12 @@
 #include <thread>
 #include <vector>
 
-#include "comm/flight_recorder.hpp"
+#include "runtime/flight_recorder.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using strata::comm::FlightRecorder;
+using strata::runtime::FlightRecorder;
 
 // The fields of the first table row that mentions `op`.
 std::vector<std::string> row(const std::string& table, const std::string& op) {
@@ -90,7 +90,7 @@ TEST(FlightRecorderUnit, Sigusr1WritesEveryLiveRecorderToTheDumpDir) {
   ::setenv("STRATA_DUMP_DIR", dir.c_str(), 1);  // before anything reads the configuration
   FlightRecorder r(8);
   r.queued(at(41, "reduce_scatter"), true, strata::DataType::f32, 1024);
-  strata::comm::register_recorder(&r);
+  strata::runtime::register_recorder(&r);
   ::raise(SIGUSR1);
   const fs::path file = dir / "strata-flight-world_tp-rank3.txt";
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -103,7 +103,7 @@ TEST(FlightRecorderUnit, Sigusr1WritesEveryLiveRecorderToTheDumpDir) {
     if (text.find("reduce_scatter") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  strata::comm::unregister_recorder(&r);
+  strata::runtime::unregister_recorder(&r);
   EXPECT_NE(text.find("(SIGUSR1)"), std::string::npos) << file << ": " << text;
   const Fields f = row(text, "reduce_scatter");
   ASSERT_GE(f.size(), 7u) << text;

@@ -21,7 +21,7 @@
 
 #include "bootstrap/await_rank.hpp"
 #include "bootstrap/job_env.hpp"
-#include "comm/communicator_impl.hpp"
+#include "runtime/communicator_impl.hpp"
 #include "strata/strata.hpp"
 
 namespace {

@@ -1,0 +1,344 @@
+// The public Communicator: argument checks, then the operation is queued with its algorithm.
+#include "strata/communicator.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "bootstrap/await_rank.hpp"
+#include "algorithms/algorithms.hpp"
+#include "runtime/communicator_impl.hpp"
+#include "runtime/hierarchical.hpp"
+#include "runtime/argument_checks.hpp"
+
+namespace strata {
+namespace {
+
+uint8_t* at(const Buffer& b, size_t elements) {
+  return static_cast<uint8_t*>(b.data) + elements * dtype_size(b.dtype);
+}
+
+Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
+  if (!impl) {
+    throw Error(ErrorCode::invalid_argument, {},
+                "operation on an empty Communicator (default-constructed, or split with a "
+                "negative color)");
+  }
+  return *impl;
+}
+
+}  // namespace
+
+Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int size,
+                                  const CommOptions& options) {
+  if (!store || size < 1 || rank < 0 || rank >= size) {
+    throw Error(ErrorCode::invalid_argument, {.rank = rank, .group = options.name, .op = "create"},
+                "need a store and 0 <= rank < size (got rank " + std::to_string(rank) +
+                    ", size " + std::to_string(size) + ")");
+  }
+  try {
+    Communicator c(std::make_shared<Impl>(store, rank, size, options));
+    // Every rank has read every address once this returns, so rank 0 may retire the store, and
+    // the endpoints are wired up before the first timed operation.
+    c.barrier().wait();
+    return c;
+  } catch (const Error& e) {
+    // A rank whose setup failed reported its culprit before exiting, so the process table may
+    // show it dead beside that culprit, and its rank may be the first one looked at: its report
+    // names the rank that failed first (kill_test caught rank 3 naming rank 1, which had reported
+    // rank 2's death during setup and exited while rank 3 waited in this barrier).
+    if (auto report = bootstrap::reported_failure(*store, e.where())) throw *report;
+    bootstrap::report_failure(*store, e);  // ranks still setting up fail at once, naming the same
+    throw;
+  }
+}
+
+int Communicator::rank() const { return checked(impl_).rank; }
+int Communicator::size() const { return checked(impl_).size; }
+const std::string& Communicator::name() const { return checked(impl_).name; }
+std::string Communicator::flight_record() const { return checked(impl_).flight_record(); }
+std::shared_ptr<Store> Communicator::store() const { return checked(impl_).store; }
+void Communicator::abort() { checked(impl_).abort(); }
+
+Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("all_reduce"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(out, in.count, "output", "all_reduce output has the input's count");
+  check.reduce_op(in.dtype, op);
+  check.no_overlap(in, out, in.data == out.data);
+  const algo::Algo algo = c.choose(algo::Collective::all_reduce, in.bytes());
+  if (algo == algo::Algo::shm && in.count > 0) {
+    if (auto done = c.small_all_reduce_now(in, out, op)) return *done;
+  }
+  return c.collective("all_reduce", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
+    if (in.count == 0) return;
+    switch (algo) {
+      case algo::Algo::hierarchical:
+        c.hierarchical(e, [&](runtime::SubGroups& h) {
+          runtime::hierarchical_all_reduce(h, in.data, out.data, in.count, in.dtype, op, e.deadline);
+        });
+        break;
+      case algo::Algo::shm:
+        shm::all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
+        break;
+      case algo::Algo::recursive_doubling:
+        algo::recursive_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+        break;
+      case algo::Algo::halving_doubling:
+        algo::halving_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+        break;
+      default: algo::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
+    }
+  });
+}
+
+Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("reduce_scatter"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
+  check.reduce_op(in.dtype, op);
+  check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
+  const algo::Algo algo = c.choose(algo::Collective::reduce_scatter, in.bytes());
+  return c.collective("reduce_scatter", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
+    if (out.count == 0) return;
+    if (algo == algo::Algo::hierarchical) {
+      c.hierarchical(e, [&](runtime::SubGroups& h) {
+        runtime::hierarchical_reduce_scatter(h, in.data, out.data, out.count, in.dtype, op,
+                                          e.deadline);
+      });
+    } else if (algo == algo::Algo::shm) {
+      shm::reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
+    } else {
+      algo::ring_reduce_scatter(e.p2p, in.data, out.data, kernels::EqualBlocks{out.count}, in.dtype,
+                                op);
+    }
+  });
+}
+
+Work Communicator::all_gather(Buffer in, Buffer out) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("all_gather"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
+  const bool in_place = in.data == at(out, in.count * c.rank);
+  check.no_overlap(in, out, in_place);
+  const algo::Algo algo = c.choose(algo::Collective::all_gather, out.bytes());
+  return c.collective("all_gather", -1, in, -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
+    if (in.count == 0) return;
+    if (algo == algo::Algo::hierarchical) {
+      c.hierarchical(e, [&](runtime::SubGroups& h) {
+        runtime::hierarchical_all_gather(h, in.data, out.data, in.count, in.dtype, e.deadline);
+      });
+      return;
+    }
+    if (algo == algo::Algo::shm) {
+      shm::all_gather(e.shm_context(), in.data, out.data, in.bytes());
+      return;
+    }
+    if (!in_place) std::memcpy(at(out, in.count * rank), in.data, in.bytes());
+    algo::ring_all_gather(e.p2p, out.data, kernels::EqualBlocks{in.count}, dtype_size(in.dtype));
+  });
+}
+
+namespace {
+
+// Shared by all_to_all and all_to_allv: checks the layout, then queues the exchange. `uniform`
+// (equal contiguous blocks) lets the shared-memory path take it.
+Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>& sc,
+                     const std::vector<size_t>& sd, Buffer out, const std::vector<size_t>& rc,
+                     const std::vector<size_t>& rd, bool uniform) {
+  runtime::Checker check(c.context("all_to_all"));
+  check.buffer(in, "input");
+  check.buffer(out, "output");
+  check.same_dtype(in, out);
+  const size_t n = size_t(c.size);
+  if (sc.size() != n || sd.size() != n || rc.size() != n || rd.size() != n) {
+    check.fail("counts and displacements need one entry per rank (" + std::to_string(n) + ")");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (sd[i] > in.count || sc[i] > in.count - sd[i]) {
+      check.fail("send block for rank " + std::to_string(i) + " [" + std::to_string(sd[i]) + ", +" +
+                 std::to_string(sc[i]) + ") exceeds the input's " + std::to_string(in.count) +
+                 " elements");
+    }
+    if (rd[i] > out.count || rc[i] > out.count - rd[i]) {
+      check.fail("receive block for rank " + std::to_string(i) + " [" + std::to_string(rd[i]) +
+                 ", +" + std::to_string(rc[i]) + ") exceeds the output's " +
+                 std::to_string(out.count) + " elements");
+    }
+  }
+  if (sc[c.rank] != rc[c.rank]) {
+    check.fail("send_counts[rank] (" + std::to_string(sc[c.rank]) + ") != recv_counts[rank] (" +
+               std::to_string(rc[c.rank]) + ")");
+  }
+  check.no_overlap(in, out, false);
+  const algo::Algo algo =
+      uniform ? c.choose(algo::Collective::all_to_all, in.bytes()) : algo::Algo::pairwise;
+  const char* name = uniform ? "all_to_all" : "all_to_allv";
+  return c.collective(name, -1, in, -1, in.bytes(), [=, &c](Exec& e) {
+    if (algo == algo::Algo::hierarchical) {
+      if (sc[0] == 0) return;
+      c.hierarchical(e, [&](runtime::SubGroups& h) {
+        runtime::hierarchical_all_to_all(h, in.data, out.data, sc[0], in.dtype, e.deadline);
+      });
+      return;
+    }
+    if (algo == algo::Algo::shm) {
+      if (sc[0] > 0) shm::all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
+      return;
+    }
+    algo::pairwise_all_to_allv(e.p2p, in.data, sc.data(), sd.data(), out.data, rc.data(),
+                               rd.data(), dtype_size(in.dtype));
+  });
+}
+
+}  // namespace
+
+Work Communicator::all_to_all(Buffer in, Buffer out) {
+  auto& c = checked(impl_);
+  if (in.count % c.size != 0) {
+    runtime::Checker(c.context("all_to_all"))
+        .fail("input count " + std::to_string(in.count) + " is not a multiple of the group size " +
+              std::to_string(c.size));
+  }
+  const size_t block = in.count / c.size;
+  std::vector<size_t> counts(c.size, block), displs(c.size);
+  for (int i = 0; i < c.size; ++i) displs[i] = block * i;
+  return all_to_all_impl(c, in, counts, displs, out, counts, displs, true);
+}
+
+Work Communicator::all_to_allv(Buffer in, const std::vector<size_t>& sc,
+                               const std::vector<size_t>& sd, Buffer out,
+                               const std::vector<size_t>& rc, const std::vector<size_t>& rd) {
+  return all_to_all_impl(checked(impl_), in, sc, sd, out, rc, rd, false);
+}
+
+Work Communicator::broadcast(Buffer inout, int root) { return broadcast(inout, inout, root); }
+
+Work Communicator::broadcast(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("broadcast", root));
+  check.peer(root, c.size, "root");
+  check.buffer(out, "output");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(in, "input");
+    check.same_dtype(in, out);
+    check.count(out, in.count, "output", "broadcast output has the input's count");
+    check.no_overlap(in, out, in.data == out.data);
+  }
+  const algo::Algo algo = c.choose(algo::Collective::broadcast, out.bytes());
+  return c.collective("broadcast", root, out, -1, out.bytes(), [=](Exec& e) {
+    if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+    if (out.count == 0) return;
+    if (algo == algo::Algo::shm) {
+      shm::broadcast(e.shm_context(), out.data, out.bytes(), root);
+    } else {
+      algo::binomial_broadcast(e.p2p, out.data, out.bytes(), root);
+    }
+  });
+}
+
+Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("reduce", root));
+  check.peer(root, c.size, "root");
+  check.buffer(in, "input");
+  check.reduce_op(in.dtype, op);
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(out, "output");
+    check.same_dtype(in, out);
+    check.count(out, in.count, "output", "reduce output has the input's count");
+    check.no_overlap(in, out, in.data == out.data);
+  }
+  return c.collective("reduce", root, in, int(op), in.bytes(), [=](Exec& e) {
+    if (in.count > 0) algo::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
+  });
+}
+
+Work Communicator::gather(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("gather", root));
+  check.peer(root, c.size, "root");
+  check.buffer(in, "input");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(out, "output");
+    check.same_dtype(in, out);
+    check.count(out, in.count * c.size, "output", "gather output at root is size() * input count");
+    check.no_overlap(in, out, in.data == at(out, in.count * root));
+  }
+  return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](Exec& e) {
+    if (in.count > 0) algo::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
+  });
+}
+
+Work Communicator::scatter(Buffer in, Buffer out, int root) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("scatter", root));
+  check.peer(root, c.size, "root");
+  check.buffer(out, "output");
+  const bool is_root = c.rank == root;
+  if (is_root) {
+    check.buffer(in, "input");
+    check.same_dtype(in, out);
+    check.count(in, out.count * c.size, "input", "scatter input at root is size() * output count");
+    check.no_overlap(in, out, out.data == at(in, out.count * root));
+  }
+  return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](Exec& e) {
+    if (out.count > 0) algo::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
+  });
+}
+
+Work Communicator::send(Buffer in, int peer, uint32_t tag) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("send", peer));
+  check.peer(peer, c.size, "peer");
+  check.buffer(in, "input");
+  return c.point_to_point(true, in, peer, tag);
+}
+
+Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
+  auto& c = checked(impl_);
+  runtime::Checker check(c.context("recv", peer));
+  if (peer != kAnySource) check.peer(peer, c.size, "peer");
+  check.buffer(out, "output");
+  return c.point_to_point(false, out, peer, tag);
+}
+
+Work Communicator::barrier() {
+  auto& c = checked(impl_);
+  return c.collective("barrier", -1, Buffer{}, -1, 0, [](Exec& e) { algo::dissemination_barrier(e.p2p); });
+}
+
+Communicator Communicator::split(int color, int key, const CommOptions& options) {
+  auto& c = checked(impl_);
+  const uint64_t id = c.next_split();
+  std::vector<int32_t> mine = {color, key}, all(2 * size_t(c.size));
+  all_gather(buffer(mine), buffer(all)).wait();
+  if (color < 0) return Communicator();
+  // Members: ranks with my color, ordered by (key, old rank).
+  std::vector<int> members;
+  for (int r = 0; r < c.size; ++r) {
+    if (all[2 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+  const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
+  const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
+  CommOptions opts = options;
+  if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
+  auto store = std::make_shared<PrefixStore>(c.store, suffix);
+  return create(store, new_rank, int(members.size()), opts);
+}
+
+}  // namespace strata

@@ -1,0 +1,163 @@
+#include "runtime/communicator_impl.hpp"
+
+#include "bootstrap/node_identity.hpp"
+#include "runtime/fingerprint.hpp"
+#include "runtime/watched_store.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
+
+namespace strata {
+
+Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
+                         const CommOptions& options)
+    : rank(rank_in),
+      size(size_in),
+      name(options.name),
+      store(std::move(store_in)),
+      layout_({}),
+      timeout_(options.timeout.count() > 0 ? options.timeout : config().timeout) {
+  const auto timeout = timeout_;
+  // Processes first: from here on, a rank that dies is named by its peers' waits.
+  const bootstrap::NodeLayoutInfo where =
+      bootstrap::node_layout(*store, rank, size, context("init"), timeout);
+  health_ = std::make_shared<transport::PeerHealth>(rank, where.process_of_rank);
+  std::unique_ptr<ucx::Worker> worker;
+  try {
+    std::vector<bool> network_watched;  // peers whose death the process table cannot show
+    for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
+    worker = std::make_unique<ucx::Worker>(*store, rank, size, network_watched, context("init"),
+                                           timeout);
+    layout_ = runtime::NodeLayout(where.node_of_rank);
+    const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
+    const bool oversubscribed = where.oversubscribed();
+    worker->set_oversubscribed(oversubscribed);
+    if (size > 1 && config().shm && local == size) {
+      shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
+                                            config().shm_depth, oversubscribed, context("init"),
+                                            timeout);
+      shm_->set_watchdog(health_.get());
+    }
+    shape_ = {size, shm_ != nullptr, layout_.spans_nodes_with_neighbours(), layout_.even()};
+  } catch (const Error& e) {
+    // The process table: "peer 2: endpoint timeout" may be "rank 2 died". (A report in the store
+    // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
+    throw health_->explain(e);
+  }
+  queue_ = std::make_shared<runtime::OpQueue>(std::move(worker), health_, timeout);
+  queue_->start();
+  STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
+                           << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
+}
+
+algo::Algo Communicator::Impl::choose(algo::Collective c, size_t bytes) {
+  const algo::Choice choice = algo::choose(c, bytes, shape_);
+  choice_log_.note(name, size, c, bytes, choice);
+  return choice.algo;
+}
+
+runtime::SubGroups& Communicator::Impl::subgroups(const ErrorContext& where) {
+  if (subgroups_) return *subgroups_;
+  try {
+    // Setup waits end as soon as this group learns of a failure (this thread owns its worker).
+    auto watched = std::make_shared<runtime::WatchedStore>(
+        store, [this] { return health_->await_news(Clock::now()); });
+    subgroups_ = std::make_unique<runtime::SubGroups>(layout_, rank, watched, name, timeout_);
+  } catch (const Error& e) {
+    // A rank that died while the sub-groups met: this group's processes and notices say who.
+    if (health_->await_news(Clock::now())) throw health_->failure(where);
+    // A rank that never reaches this collective shows up here first, as a store key nobody set:
+    // report it as this operation's failure.
+    const bool late = e.code() == ErrorCode::timeout;
+    ErrorContext w = where;
+    w.peer = layout_.group_rank_of(name, e.where());
+    throw Error(late ? ErrorCode::timeout : e.code(), w,
+                std::string(late ? "timed out" : "failed") +
+                    " setting up the node and rail groups of a hierarchical collective (" +
+                    e.what() + ")");
+  }
+  return *subgroups_;
+}
+
+void Communicator::Impl::hierarchical(const Exec& e,
+                                      const std::function<void(runtime::SubGroups&)>& legs) {
+  runtime::SubGroups& h = subgroups(e.where);
+  try {
+    legs(h);
+  } catch (const Error& sub) {
+    const Error mine = as_group_failure(sub, e.where, e.deadline);
+    h.local.abort();
+    h.rail.abort();
+    throw mine;
+  }
+}
+
+Error Communicator::Impl::as_group_failure(const Error& sub,
+                                           const ErrorContext& where, Clock::time_point deadline) {
+  // How long a rank whose neighbour aborted their sub-group waits for that neighbour's reason,
+  // which travels on this group (sent before the abort, but on another connection).
+  constexpr auto kNewsGrace = std::chrono::seconds(2);
+  const int culprit = layout_.group_rank_of(name, sub.where());
+  const std::string seen = "(seen in " + sub.where().group + ": " + sub.what() + ")";
+  if (sub.code() == ErrorCode::peer_failure && culprit >= 0) {
+    // A notice already here names the rank that died first (the neighbour seen dead may have
+    // exited after giving up because of it).
+    if (!health_->await_news(Clock::now())) health_->report_failure(culprit, seen);
+  } else if (sub.code() == ErrorCode::aborted) {
+    const bool news = health_->await_news(std::min(deadline, Clock::now() + kNewsGrace));
+    if (!news && culprit >= 0) health_->report_abort(culprit, seen);
+  }
+  if (health_->failed()) return health_->failure(where);
+  ErrorContext w = where;  // a timeout or a transport error: the peer, by its rank here
+  w.peer = culprit;
+  return Error(sub.code(), w, seen);
+}
+
+void Communicator::Impl::abort() {
+  // The group first, so that a hierarchical collective whose legs end below reports this abort.
+  health_->abort();
+  if (subgroups_) {
+    subgroups_->local.abort();
+    subgroups_->rail.abort();
+  }
+  queue_->abort();
+}
+
+ErrorContext Communicator::Impl::context(const char* op, int peer) {
+  return ErrorContext{rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
+}
+
+Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
+                                    size_t bytes, std::function<void(Exec&)> body) {
+  runtime::Op op;
+  op.bytes = bytes;
+  op.dtype = data.dtype;
+  op.count = data.count;
+  op.reduce = reduce;
+  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  op.run = [this, body = std::move(body), seq](ucx::Worker& w, runtime::Op& self) {
+    STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
+    w.begin_collective(seq, self.where, self.deadline);
+    if (config().check) runtime::agree_on_fingerprint(w, self);
+    Exec e{w, shm_.get(), &write_modes_, self.deadline, self.where};
+    body(e);
+  };
+  return Work(queue_->submit(std::move(op)));
+}
+
+Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag) {
+  runtime::Op op;
+  op.is_collective = false;
+  op.bytes = buf.bytes();
+  op.dtype = buf.dtype;
+  op.count = buf.count;
+  op.where = ErrorContext{rank, name, is_send ? "send" : "recv",
+                          int64_t(p2p_seq_.fetch_add(1, std::memory_order_relaxed)), peer};
+  op.run = [is_send, buf, peer, tag](ucx::Worker& w, runtime::Op& self) {
+    self.request = is_send ? w.post_send(peer, buf.data, buf.bytes(), tag)
+                           : w.post_recv(peer, buf.data, buf.bytes(), tag);
+  };
+  return Work(queue_->submit(std::move(op)));
+}
+
+}  // namespace strata

@@ -1,0 +1,93 @@
+// State behind a Communicator handle.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "transport/p2p.hpp"
+#include "algorithms/select.hpp"
+#include "runtime/op_queue.hpp"
+#include "runtime/subgroups.hpp"
+#include "shm/segment.hpp"
+#include "shm/collectives.hpp"
+#include "strata/communicator.hpp"
+
+namespace strata {
+
+/// What a collective's body runs with: the network path always, the node's shared segment when
+/// every rank of the group is on one node.
+struct Exec {
+  transport::P2P& p2p;
+  shm::Segment* shm;
+  shm::StagingWriteModes* write_modes;  ///< with `shm`
+  Clock::time_point deadline;
+  const ErrorContext& where;
+  shm::Context shm_context() const { return {*shm, deadline, where, *write_modes}; }
+};
+
+class Communicator::Impl {
+ public:
+  Impl(std::shared_ptr<Store> store, int rank, int size, const CommOptions& options);
+
+  /// Error context for operation `op` with the sequence number the next collective would get.
+  ErrorContext context(const char* op, int peer = -1);
+  /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
+  /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank) tells the
+  /// op queue how soon to start it without a waiting caller.
+  /// `reduce`: the ReduceOp of a reduction (for STRATA_CHECK's fingerprint), else -1.
+  Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
+                  std::function<void(Exec&)> body);
+  /// The flight recorder's table (see comm/flight_recorder.hpp).
+  std::string flight_record() const { return queue_->recorder().dump("on request"); }
+  /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO), logged
+  /// once per size class at INFO.
+  algo::Algo choose(algo::Collective c, size_t bytes);
+  /// Runs a hierarchical collective's `legs` on the group's node and rail groups. When a leg
+  /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
+  /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
+  /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
+  void hierarchical(const Exec& e, const std::function<void(runtime::SubGroups&)>& legs);
+  /// A small all-reduce on one node (up to shm::kSmallBytes), completed inside the call
+  /// when the op queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it must
+  /// be queued instead; the caller has checked the arguments.
+  std::optional<Work> small_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
+  /// Queues a point-to-point send or receive.
+  Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
+  /// Communicator::abort(): this group and its node and rail groups.
+  void abort();
+  /// Next split's sequence number (every rank calls split in the same order).
+  uint64_t next_split() { return split_seq_++; }
+
+  const int rank;
+  const int size;
+  const std::string name;
+  const std::shared_ptr<Store> store;
+
+ private:
+  /// The group's two levels (node and rail communicators), built on first use. Called only from
+  /// a collective's body, which every rank runs at the same point of its sequence; a failure is
+  /// reported as that collective's (`where`).
+  runtime::SubGroups& subgroups(const ErrorContext& where);
+  /// A sub-group's failure `sub`, as this group's at `where` (see hierarchical()).
+  Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
+
+  runtime::NodeLayout layout_;
+  algo::GroupShape shape_;  // what choose() needs of the layout, fixed at creation
+  algo::ChoiceLog choice_log_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<runtime::SubGroups> subgroups_;  // destroyed after the op queue (declared first)
+  std::shared_ptr<transport::PeerHealth> health_;    // consulted by the op queue's and shm's waits
+  std::unique_ptr<shm::Segment> shm_;  // declared before the op queue: outlives its thread
+  shm::StagingWriteModes write_modes_;  // used by the op queue's thread only
+  std::shared_ptr<runtime::OpQueue> queue_;
+  // Atomic, not locked: read or bumped once per call (ranks issue in one order per group anyway).
+  std::atomic<uint64_t> coll_seq_{0};
+  std::atomic<uint64_t> p2p_seq_{0};
+  uint64_t split_seq_ = 0;
+};
+
+}  // namespace strata

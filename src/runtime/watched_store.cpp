@@ -1,0 +1,33 @@
+#include "runtime/watched_store.hpp"
+
+#include "bootstrap/await_rank.hpp"
+#include "strata/error.hpp"
+
+namespace strata::runtime {
+
+WatchedStore::WatchedStore(std::shared_ptr<Store> base, std::function<bool()> failed)
+    : base_(std::move(base)), failed_(std::move(failed)) {}
+
+void WatchedStore::watched(std::chrono::milliseconds timeout,
+                           const std::function<void(std::chrono::milliseconds)>& call) {
+  if (failed_() || !bootstrap::in_slices(timeout, call, failed_)) {
+    throw Error(ErrorCode::aborted, {.op = "store.get"},
+                "the enclosing group failed while its node and rail groups were set up");
+  }
+}
+
+void WatchedStore::set(const std::string& key, const Bytes& value) { base_->set(key, value); }
+
+Bytes WatchedStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  Bytes value;
+  watched(timeout, [&](std::chrono::milliseconds slice) { value = base_->get(key, slice); });
+  return value;
+}
+
+int64_t WatchedStore::add(const std::string& key, int64_t delta) { return base_->add(key, delta); }
+
+void WatchedStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  watched(timeout, [&](std::chrono::milliseconds slice) { base_->wait(keys, slice); });
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,33 @@
+// The store a hierarchical collective's node and rail groups meet through. Their setup waits for
+// every member to publish; a member that died meanwhile never will. Every blocking call here asks
+// between short slices whether the enclosing group has learnt of a failure, and gives up at once
+// when it has, so that the collective reports the dead rank instead of timing out on a neighbour.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "strata/store.hpp"
+
+namespace strata::runtime {
+
+class WatchedStore final : public Store {
+ public:
+  /// `failed` is asked before and between slices of every blocking call; true ends the call with
+  /// ErrorCode::aborted naming no peer (the caller knows the culprit).
+  WatchedStore(std::shared_ptr<Store> base, std::function<bool()> failed);
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+ private:
+  /// Runs `call(slice)` in slices (bootstrap::in_slices); throws once `failed_()`.
+  void watched(std::chrono::milliseconds timeout,
+               const std::function<void(std::chrono::milliseconds)>& call);
+
+  std::shared_ptr<Store> base_;
+  std::function<bool()> failed_;
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,118 @@
+#include "sharding/unit_gatherer.hpp"
+
+#include <chrono>
+#include <utility>
+
+#include "sharding/bus_bytes.hpp"
+#include "sharding/fail.hpp"
+
+namespace strata::sharding {
+
+UnitGatherer::UnitGatherer(Communicator comm, const FlatLayout& layout,
+                           std::span<const float> shard, int depth, size_t resident_below_bytes)
+    : comm_(std::move(comm)), layout_(layout), shard_(shard), depth_(depth) {
+  if (depth < 0) fail("ZeroEngine", comm_.rank(), "prefetch depth must be >= 0");
+  const size_t units = layout_.num_units();
+  resident_.resize(units);
+  for (size_t u = 0; u < units; ++u)
+    resident_[u] = layout_.unit_numel(u) * sizeof(float) < resident_below_bytes;
+  state_.assign(units, State::absent);
+  full_.resize(units);
+  work_.resize(units);
+}
+
+void UnitGatherer::issue(size_t u, GatherEvent::Kind kind) {
+  if (full_[u].empty()) {
+    full_[u].resize(layout_.unit_numel(u));
+    if (!resident_[u]) {
+      live_ += full_[u].size() * sizeof(float);
+      peak_live_ = std::max(peak_live_, live_);
+    }
+  }
+  work_[u] = comm_.all_gather(
+      Buffer{const_cast<float*>(shard_.data()) + layout_.shard_offset(u), layout_.block_numel(u),
+             DataType::f32},
+      Buffer{full_[u].data(), full_[u].size(), DataType::f32});
+  ++stats_.collectives;
+  stats_.bus_bytes += gather_bus_bytes(full_[u].size() * sizeof(float), comm_.size());
+  state_[u] = State::in_flight;
+  note(kind, u);
+}
+
+void UnitGatherer::wait(size_t u) {
+  if (state_[u] != State::in_flight) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  work_[u].wait();
+  stats_.exposed_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.comm_seconds += work_[u].elapsed_seconds();
+  work_[u] = Work();
+  state_[u] = State::ready;
+}
+
+void UnitGatherer::set_forward(bool forward) {
+  // A new forward pass does not start with the kept unit: free it so the window holds.
+  if (forward && kept_ != kNone) drop(kept_);
+  forward_ = forward;
+}
+
+void UnitGatherer::gather(size_t u) {
+  if (u >= state_.size()) fail("ZeroEngine.gather", comm_.rank(), "no unit " + std::to_string(u));
+  if (kept_ == u) kept_ = kNone;  // in use again: the next release frees it
+  if (state_[u] == State::absent) issue(u, GatherEvent::issue);
+  // The window: the next `depth` units of this pass are gathered while unit u computes.
+  for (int k = 1; k <= depth_; ++k) {
+    const long v = forward_ ? long(u) + k : long(u) - k;
+    if (v < 0 || v >= long(state_.size())) break;
+    if (state_[size_t(v)] == State::absent) issue(size_t(v), GatherEvent::prefetch);
+  }
+  wait(u);
+}
+
+void UnitGatherer::release(size_t u) {
+  if (u >= state_.size()) fail("ZeroEngine.release", comm_.rank(), "no unit " + std::to_string(u));
+  if (resident_[u] || state_[u] == State::absent) return;
+  // Backward starts with the unit forward ended with: keep it rather than gather it again.
+  if (forward_ && u + 1 == state_.size()) {
+    kept_ = u;
+    return;
+  }
+  drop(u);
+}
+
+void UnitGatherer::drop(size_t u) {
+  if (kept_ == u) kept_ = kNone;
+  wait(u);  // the collective may still be writing into the buffer
+  live_ -= full_[u].size() * sizeof(float);
+  std::vector<float>().swap(full_[u]);
+  state_[u] = State::absent;
+  note(GatherEvent::free, u);
+}
+
+std::span<const float> UnitGatherer::unit(size_t u, const char* what) const {
+  if (state_[u] != State::ready || kept_ == u)
+    fail("ZeroEngine", comm_.rank(),
+         std::string(what) + " of unit " + std::to_string(u) + " while it is not gathered");
+  return full_[u];
+}
+
+void UnitGatherer::invalidate() {
+  for (size_t u = 0; u < state_.size(); ++u) {
+    if (state_[u] == State::absent) continue;
+    wait(u);
+    // Resident units keep their memory; the next gather refreshes it.
+    if (resident_[u]) state_[u] = State::absent;
+    else drop(u);
+  }
+}
+
+size_t UnitGatherer::resident_bytes() const {
+  size_t b = 0;
+  for (size_t u = 0; u < resident_.size(); ++u)
+    if (resident_[u]) b += layout_.unit_numel(u) * sizeof(float);
+  return b;
+}
+
+StepStats UnitGatherer::take_stats() { return std::exchange(stats_, StepStats{}); }
+
+}  // namespace strata::sharding

@@ -1,0 +1,90 @@
+// The progress engine: an idle rank, or one with only a receive pending, must not burn a core
+// (on a 2-core node a spinning thread halves the trainer's compute).
+#include <sys/resource.h>
+
+#include <thread>
+
+#include "mp.hpp"
+
+using namespace strata;
+
+namespace {
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+}  // namespace
+
+TEST(OpQueue, IdleRankUsesNoCpu) {
+  auto& w = mp::world();
+  std::vector<float> v(1024, 1.0f);
+  w.all_reduce(buffer(v), ReduceOp::sum).wait();  // engine and transports warmed up
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = cpu_seconds() - before;
+  // CPU time is this process's own, so other load on the machine does not inflate it.
+  EXPECT_LT(used, 0.1) << "an idle rank used " << used << " s of CPU in 1 s";
+  w.barrier().wait();
+}
+
+TEST(OpQueue, PendingReceiveUsesNoCpu) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  std::vector<int32_t> v(16, 0);
+  Work r;
+  if (w.rank() == 0) r = w.recv(buffer(v), 1, 99);
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = cpu_seconds() - before;
+  EXPECT_LT(used, 0.1) << "a rank with a pending receive used " << used << " s of CPU in 1 s";
+  if (w.rank() == 1) {
+    std::vector<int32_t> s(16, 7);
+    w.send(buffer(s), 0, 99).wait();
+  }
+  if (w.rank() == 0) {
+    r.wait();
+    EXPECT_EQ(v, std::vector<int32_t>(16, 7));
+  }
+  w.barrier().wait();
+}
+
+// Work::on_complete: runs exactly once, after the result is in place, without anyone waiting
+// (the torch backend completes its futures this way), and for a failed operation too.
+TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
+  auto& w = mp::world();
+  std::vector<int64_t> v(100000, w.rank() + 1);
+  std::atomic<int> calls{0};
+  std::atomic<int64_t> seen{0};
+  Work op = w.all_reduce(buffer(v), ReduceOp::sum);
+  op.on_complete([&] {
+    seen = v[v.size() - 1];
+    calls.fetch_add(1);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (calls.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  op.wait();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(seen.load(), int64_t(w.size()) * (w.size() + 1) / 2);
+  // Registered after completion: runs at once, on this thread.
+  int late = 0;
+  op.on_complete([&] { ++late; });
+  EXPECT_EQ(late, 1);
+  int empty = 0;
+  Work().on_complete([&] { ++empty; });
+  EXPECT_EQ(empty, 1);
+  // A failed operation (a receive nobody sends, past its 300 ms deadline) still calls back.
+  Communicator c = w.split(0, w.rank(), {.name = "callback", .timeout = std::chrono::milliseconds(300)});
+  if (w.size() >= 2 && w.rank() == 0) {
+    std::atomic<int> failed{0};
+    std::vector<int32_t> r(4);
+    Work lost = c.recv(buffer(r), 1, 7);
+    lost.on_complete([&] { failed.fetch_add(1); });
+    EXPECT_THROW(lost.wait(), Error);
+    EXPECT_EQ(failed.load(), 1);
+  }
+  w.barrier().wait();
+}
