@@ -10,6 +10,7 @@
 
 #include "kernels/blocks.hpp"
 #include "transport/p2p.hpp"
+#include "transport/tags.hpp"
 #include "strata/types.hpp"
 
 namespace strata::algo {
@@ -18,6 +19,7 @@ namespace strata::algo {
 using transport::P2P;
 using transport::Request;
 using transport::sendrecv;
+namespace tags = transport::tags;
 using kernels::Blocks;
 using kernels::EqualBlocks;
 

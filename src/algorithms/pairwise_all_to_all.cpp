@@ -21,7 +21,7 @@ void pairwise_all_to_allv(P2P& p, const void* in, const size_t* sc, const size_t
   for (int k = 1; k < n; ++k) {
     const int to = (r + k) % n, from = (r - k + n) % n;
     sendrecv(p, to, src + sd[to] * es, sc[to] * es, from, dst + rd[from] * es, rc[from] * es,
-             uint32_t(k));
+             tags::kFromZero.wrapped(uint64_t(k)));  // one message per pair and direction
   }
 }
 

@@ -13,10 +13,10 @@ Fold fold_to_power_of_two(P2P& p, void* data, void* tmp, size_t count, DataType 
   if (r >= 2 * f.rem) {
     f.vrank = r - f.rem;
   } else if (r % 2 == 0) {
-    Request s = p.isend(r + 1, data, bytes, 0);
+    Request s = p.isend(r + 1, data, bytes, tags::kFold.first);
     p.wait({&s, 1});
   } else {
-    Request q = p.irecv(r - 1, tmp, bytes, 0);
+    Request q = p.irecv(r - 1, tmp, bytes, tags::kFold.first);
     p.wait({&q, 1});
     kernels::reduce(data, tmp, data, count, dt, op);
     f.vrank = r / 2;
@@ -27,8 +27,8 @@ Fold fold_to_power_of_two(P2P& p, void* data, void* tmp, size_t count, DataType 
 void unfold(P2P& p, const Fold& f, void* data, size_t bytes) {
   const int r = p.rank();
   if (r >= 2 * f.rem) return;
-  // Step 0xffff: above any step the folded algorithms use.
-  Request q = r % 2 == 1 ? p.isend(r - 1, data, bytes, 0xffff) : p.irecv(r + 1, data, bytes, 0xffff);
+  const uint32_t step = tags::kUnfold.first;
+  Request q = r % 2 == 1 ? p.isend(r - 1, data, bytes, step) : p.irecv(r + 1, data, bytes, step);
   p.wait({&q, 1});
 }
 

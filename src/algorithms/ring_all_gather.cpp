@@ -17,7 +17,7 @@ void run(P2P& p, void* buf, const Layout& b, size_t es) {
     const int sb = ((r - s) % n + n) % n;
     const int rb = ((r - s - 1) % n + n) % n;
     sendrecv(p, next, base + b.offset(sb) * es, b.count(sb) * es, prev, base + b.offset(rb) * es,
-             b.count(rb) * es, uint32_t(1000 + s));
+             b.count(rb) * es, tags::kRingAllGather.at(uint64_t(s), "ring all_gather"));
   }
 }
 

@@ -37,7 +37,12 @@ void run(P2P& p, const void* in, void* out, const Layout& b, DataType dt, Reduce
   auto chunks = [&](int blk) { return (b.count(blk) + chunk - 1) / chunk; };
   auto chunk_len = [&](int blk, size_t k) { return std::min(chunk, b.count(blk) - k * chunk); };
   auto mod = [&](int x) { return ((x % n) + n) % n; };
-  auto tag = [&](int step, size_t k) { return uint32_t(step) * 4099u + uint32_t(k); };
+  // Tags of two consecutive steps (all that is in flight) differ while 2 * max_chunks fits the
+  // range: blocks up to 4 GiB (transport/tags.hpp).
+  const size_t max_chunks = (max_block + chunk - 1) / chunk;
+  auto tag = [&](int step, size_t k) {
+    return tags::kRingReduceScatter.wrapped(uint64_t(step) * max_chunks + k);
+  };
 
   std::vector<Request> sends(chunks(mod(r - 1))), recvs(chunks(mod(r - 2)));
   for (size_t k = 0; k < sends.size(); ++k) {

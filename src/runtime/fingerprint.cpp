@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "transport/tags.hpp"
+
 namespace strata::runtime {
 
 namespace {
@@ -16,7 +18,7 @@ struct Fingerprint {
 };
 
 // A step no algorithm uses, so the exchange never matches an algorithm's messages.
-constexpr uint32_t kFingerprintStep = 0xFFFFu;
+constexpr uint32_t kFingerprintStep = transport::tags::kFingerprint.first;
 
 Fingerprint of(const Op& op) {
   Fingerprint f{};

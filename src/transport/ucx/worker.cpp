@@ -14,16 +14,14 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "base/spin_policy.hpp"
+#include "transport/tags.hpp"
 
 namespace strata::ucx {
+
+namespace tags = transport::tags;
 namespace {
 
-constexpr uint64_t kP2PBit = uint64_t(1) << 63;
-constexpr uint64_t kControlBit = uint64_t(1) << 62;
 constexpr uint64_t kFullMask = ~uint64_t(0);
-constexpr uint64_t kSourceBits = uint64_t(0xffffff) << 32;
-
-uint64_t notice_tag(int src) { return kP2PBit | kControlBit | (uint64_t(src & 0xffffff) << 32); }
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -32,14 +30,6 @@ std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 }
 
 }  // namespace
-
-uint64_t collective_tag(uint64_t seq, int src, uint32_t step) {
-  return ((seq & 0x7fffffu) << 40) | (uint64_t(src & 0xffffff) << 16) | (step & 0xffffu);
-}
-
-uint64_t p2p_tag(int src, uint32_t user_tag) {
-  return kP2PBit | (uint64_t(src & 0xffffff) << 32) | user_tag;
-}
 
 // ---- Context ---------------------------------------------------------------------------------
 
@@ -78,6 +68,10 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
                const ErrorContext& where, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
       scratch_(4), scratch_size_(4, 0), where_(where) {
+  if (size > tags::kMaxRanks) {
+    fail_setup(where, std::to_string(size) + " ranks: message tags name at most " +
+                          std::to_string(tags::kMaxRanks));
+  }
   ErrorContext w = where;
   w.op = "ucx.connect";
   ucp_worker_params_t wp{};
@@ -207,22 +201,31 @@ transport::Request Worker::post(bool recv, int peer, void* data, size_t bytes, u
   return r;
 }
 
+uint64_t Worker::collective_tag(int src, uint32_t step) const {
+  if (step >> tags::kStepBits) {
+    throw Error(ErrorCode::internal, where_,
+                "collective message step " + std::to_string(step) + " does not fit the tag's " +
+                    std::to_string(tags::kStepBits) + " bits (src/transport/tags.hpp)");
+  }
+  return tags::collective(seq_, src, step);
+}
+
 transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
-  return post(false, peer, const_cast<void*>(data), bytes, collective_tag(seq_, rank_, step));
+  return post(false, peer, const_cast<void*>(data), bytes, collective_tag(rank_, step));
 }
 
 transport::Request Worker::irecv(int peer, void* data, size_t bytes, uint32_t step) {
-  return post(true, peer, data, bytes, collective_tag(seq_, peer, step));
+  return post(true, peer, data, bytes, collective_tag(peer, step));
 }
 
 transport::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32_t tag) {
-  return post(false, peer, const_cast<void*>(data), bytes, p2p_tag(rank_, tag));
+  return post(false, peer, const_cast<void*>(data), bytes, tags::p2p(rank_, tag));
 }
 
 transport::Request Worker::post_recv(int peer, void* data, size_t bytes, uint32_t tag) {
-  if (peer >= 0) return post(true, peer, data, bytes, p2p_tag(peer, tag));
+  if (peer >= 0) return post(true, peer, data, bytes, tags::p2p(peer, tag));
   // Any source: every bit but the source's must match (so never a control notice, bit 62).
-  return post(true, -1, data, bytes, p2p_tag(0, tag), kFullMask & ~kSourceBits);
+  return post(true, -1, data, bytes, tags::p2p(0, tag), kFullMask & ~tags::kSourceBits);
 }
 
 bool Worker::test(transport::Request& r, const ErrorContext& where) {
@@ -233,7 +236,7 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
     ucp_tag_recv_info_t info{};
     s = ucp_tag_recv_request_test(r.handle, &info);
     got = info.length;
-    if (s == UCS_OK && r.peer < 0) r.peer = int((info.sender_tag & kSourceBits) >> 32);
+    if (s == UCS_OK && r.peer < 0) r.peer = tags::source_of_p2p(info.sender_tag);
   } else {
     s = ucp_request_check_status(r.handle);
   }
@@ -342,8 +345,8 @@ bool Worker::post_notice_receive() {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.datatype = ucp_dt_make_contig(1);
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &notice_in_, sizeof notice_in_, notice_tag(0),
-                                        ~kSourceBits, &p);
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &notice_in_, sizeof notice_in_, tags::control(0),
+                                        ~tags::kSourceBits, &p);
   notice_request_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
   return notice_request_ != nullptr;
 }
@@ -382,7 +385,7 @@ void Worker::send_notice(const Notice& n) {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || peer == n.culprit || !eps_[size_t(peer)]) continue;
     ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
-                                          notice_tag(rank_), &p);
+                                          tags::control(rank_), &p);
     if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
   }
   const auto until = Clock::now() + std::chrono::milliseconds(200);

@@ -30,13 +30,6 @@ class Context {
   ucp_context_h ctx_ = nullptr;
 };
 
-/// Tag layout (64 bits). Collective: [63]=0 | seq:23 | source rank:24 | step:16.
-/// Point-to-point: [63]=1 | 0:7 | source rank:24 | user tag:32. Receives match all bits.
-/// Control (failure notices): [63]=1 | [62]=1 | 0:6 | source rank:24 | kind:32, received from any
-/// source.
-uint64_t collective_tag(uint64_t seq, int src, uint32_t step);
-uint64_t p2p_tag(int src, uint32_t user_tag);
-
 /// What one rank tells the others when the group cannot go on, so that every survivor names the
 /// same culprit instead of blaming the neighbour it happened to wait for.
 struct Notice {
@@ -110,6 +103,8 @@ class Worker final : public transport::P2P {
   bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
   bool post_notice_receive();
+  /// The tag of the current collective's message from `src` (transport/tags.hpp).
+  uint64_t collective_tag(int src, uint32_t step) const;
   transport::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
                      uint64_t mask = ~uint64_t(0));
 

@@ -1,0 +1,80 @@
+// The message tag layout (src/transport/tags.hpp): fields land in their bits and come back out,
+// the step ranges the algorithms share are disjoint, and a step past its range is refused.
+#include "transport/tags.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace tags = strata::transport::tags;
+
+TEST(Tags, CollectiveFieldsLandInTheirBits) {
+  const uint64_t t = tags::collective(0x7FFFFF, 0xABCDEF, 0x1234);
+  EXPECT_EQ(t >> 63, 0u);
+  EXPECT_EQ((t >> 40) & 0x7FFFFF, 0x7FFFFFu);
+  EXPECT_EQ((t >> 16) & 0xFFFFFF, 0xABCDEFu);
+  EXPECT_EQ(t & 0xFFFF, 0x1234u);
+  // The sequence number wraps into its 23 bits instead of spilling into the p2p bit.
+  EXPECT_EQ(tags::collective(uint64_t(1) << 23, 5, 7), tags::collective(0, 5, 7));
+}
+
+TEST(Tags, PointToPointAndControlAreApartFromCollectives) {
+  const uint64_t p = tags::p2p(0xFFFFFF, 0xFFFFFFFFu);
+  EXPECT_EQ(p >> 63, 1u);
+  EXPECT_EQ((p >> 62) & 1, 0u) << "a user tag never reads as a control notice";
+  EXPECT_EQ(tags::source_of_p2p(p), 0xFFFFFF);
+  EXPECT_EQ(tags::source_of_p2p(tags::p2p(42, 7)), 42);
+  const uint64_t c = tags::control(42);
+  EXPECT_EQ(c >> 62, 3u);
+  EXPECT_EQ(tags::source_of_p2p(c), 42);
+  // An any-source receive masks the source only: it matches every sender's p2p tag, and no
+  // control notice.
+  const uint64_t mask = ~tags::kSourceBits;
+  EXPECT_EQ(tags::p2p(9, 7) & mask, tags::p2p(0, 7) & mask);
+  EXPECT_NE(tags::control(9) & mask, tags::p2p(0, 0) & mask);
+}
+
+TEST(Tags, SharedStepRangesAreDisjoint) {
+  const tags::Steps shared[] = {tags::kRingReduceScatter, tags::kRingAllGather, tags::kFold,
+                                tags::kUnfold, tags::kFingerprint};
+  std::set<uint32_t> seen;
+  size_t total = 0;
+  for (const auto& r : shared) {
+    for (uint32_t s = r.first; s < r.end(); ++s) seen.insert(s);
+    total += r.count;
+    EXPECT_LE(r.end(), uint32_t(1) << tags::kStepBits);
+  }
+  EXPECT_EQ(seen.size(), total);
+}
+
+TEST(Tags, StepPastItsRangeIsRefused) {
+  EXPECT_EQ(tags::kRingAllGather.at(0, "t"), 0x8000u);
+  EXPECT_EQ(tags::kRingAllGather.at(0x6FFF, "t"), 0xEFFFu);
+  try {
+    tags::kRingAllGather.at(0x7000, "ring all_gather");
+    FAIL() << "a step past the range was accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_EQ(e.code(), strata::ErrorCode::internal);
+    EXPECT_NE(std::string(e.what()).find("ring all_gather"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("28672 steps"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tags, RingReduceScatterStepsStayInTheirRange) {
+  // Ring reduce-scatter tags step * max_chunks + chunk, wrapped: the two steps in flight at once
+  // never share a tag while 2 * max_chunks fits the range, however many ranks (the former
+  // step * 4099 + chunk left 16 bits at 18 ranks).
+  for (uint64_t chunks : {1u, 3u, 4099u, 0x4000u}) {
+    for (uint64_t step = 0; step < 40000; step += 997) {
+      std::set<uint32_t> in_flight;
+      for (uint64_t s = step; s < step + 2; ++s) {
+        for (uint64_t k = 0; k < chunks; ++k) {
+          uint32_t t = tags::kRingReduceScatter.wrapped(s * chunks + k);
+          EXPECT_LT(t, tags::kRingAllGather.first);
+          in_flight.insert(t);
+        }
+      }
+      EXPECT_EQ(in_flight.size(), 2 * chunks) << chunks << " chunks, step " << step;
+    }
+  }
+}
