@@ -49,13 +49,14 @@ std::string node_identity() {
 }
 
 NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
-                           std::chrono::milliseconds timeout) {
-  // "<node identity>\n<boot id>\n<process>\n<cpus>": the node as the job sees it, the kernel it
-  // really runs on, the process (bootstrap/process_id.hpp) and the CPUs it may run on. The
-  // masks, not this process's alone, say whether ranks share cores: with `mpirun --bind-to
-  // core` every rank sees one CPU, yet two ranks on two cores do not take turns.
+                           std::chrono::milliseconds timeout, const std::string& links) {
+  // "<node identity>\n<boot id>\n<process>\n<cpus>\n<links>": the node as the job sees it, the
+  // kernel it really runs on, the process (bootstrap/process_id.hpp), the CPUs it may run on
+  // and what it says of its links. The masks, not this process's alone, say whether ranks share
+  // cores: with `mpirun --bind-to core` every rank sees one CPU, yet two ranks on two cores do
+  // not take turns.
   const std::string me = node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode() +
-                         "\n" + my_cpus();
+                         "\n" + my_cpus() + "\n" + links;
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
   const std::string my_kernel = boot_id();
   std::vector<std::string> seen;
@@ -65,11 +66,12 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
     Bytes b = get_published(store, "node/" + std::to_string(r), r, "its node identity", where,
                             timeout);
     std::istringstream text(std::string(b.begin(), b.end()));
-    std::string id, kernel, process, cpu_list;
+    std::string id, kernel, process, cpu_list, rank_links;
     std::getline(text, id);
     std::getline(text, kernel);
     std::getline(text, process);
     std::getline(text, cpu_list);
+    std::getline(text, rank_links);
     auto it = std::find(seen.begin(), seen.end(), id);
     info.node_of_rank.push_back(int(it - seen.begin()));
     if (it == seen.end()) seen.push_back(id);
@@ -78,6 +80,7 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
       add_cpus(cpu_list, cpus);
     }
     info.process_of_rank.push_back(ProcessId::decode(process));
+    info.links_of_rank.push_back(rank_links);
   }
   // A sub-group sees fewer ranks here than really compete for the cores: keep the most any group
   // of this process saw (the world group, created first, sees them all).

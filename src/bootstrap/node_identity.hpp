@@ -28,11 +28,13 @@ struct NodeLayoutInfo {
   bool oversubscribed() const { return ranks_on_my_kernel > cpus_of_my_kernel; }
   /// Every rank's process, so that peers on this machine can be watched for death.
   std::vector<ProcessId> process_of_rank;
+  /// What every rank said of its links (a line the runtime writes and reads: runtime/group_view).
+  std::vector<std::string> links_of_rank;
 };
 
-/// Collective over the ranks of `store`: where each of the `size` ranks runs. A rank that never
-/// publishes is named in the error (context `where`).
+/// Collective over the ranks of `store`: where each of the `size` ranks runs, and its `links`
+/// line. A rank that never publishes is named in the error (context `where`).
 NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext& where,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout, const std::string& links = "");
 
 }  // namespace strata::bootstrap

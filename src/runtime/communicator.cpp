@@ -8,7 +8,6 @@
 #include "bootstrap/await_rank.hpp"
 #include "algorithms/algorithms.hpp"
 #include "runtime/communicator_impl.hpp"
-#include "runtime/hierarchical.hpp"
 #include "runtime/argument_checks.hpp"
 
 namespace strata {
@@ -25,6 +24,21 @@ Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
                 "negative color)");
   }
   return *impl;
+}
+
+// Queues collective `coll` on algorithm `a`; a call with no elements moves nothing.
+Work queue(Communicator::Impl& c, algo::Collective coll, const algo::Algorithm& a, int root,
+           Buffer data, int reduce, size_t bytes, const algo::Args& args) {
+  return c.collective(algo::collective_name(coll).data(), root, data, reduce, bytes,
+                      [&a, args](algo::Exec& e) {
+                        if (args.count > 0) a.run(e, args);
+                      });
+}
+
+// ... on the algorithm the registry chooses for it (`bytes`: what the choice sees).
+Work queue_chosen(Communicator::Impl& c, algo::Collective coll, int root, Buffer data,
+                  int reduce, size_t bytes, const algo::Args& args) {
+  return queue(c, coll, c.choose(coll, bytes), root, data, reduce, bytes, args);
 }
 
 }  // namespace
@@ -69,30 +83,14 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.count(out, in.count, "output", "all_reduce output has the input's count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
-  const algo::Algo algo = c.choose(algo::Collective::all_reduce, in.bytes());
-  if (algo == algo::Algo::shm && in.count > 0) {
+  const algo::Args args{.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
+                        .op = op};
+  const algo::Collective coll = algo::Collective::all_reduce;
+  const algo::Algorithm& a = c.choose(coll, in.bytes());
+  if (a.immediate && in.count > 0) {
     if (auto done = c.small_all_reduce_now(in, out, op)) return *done;
   }
-  return c.collective("all_reduce", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
-    if (in.count == 0) return;
-    switch (algo) {
-      case algo::Algo::hierarchical:
-        c.hierarchical(e, [&](runtime::SubGroups& h) {
-          runtime::hierarchical_all_reduce(h, in.data, out.data, in.count, in.dtype, op, e.deadline);
-        });
-        break;
-      case algo::Algo::shm:
-        shm::all_reduce(e.shm_context(), in.data, out.data, in.count, in.dtype, op);
-        break;
-      case algo::Algo::recursive_doubling:
-        algo::recursive_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
-        break;
-      case algo::Algo::halving_doubling:
-        algo::halving_doubling_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
-        break;
-      default: algo::ring_all_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op);
-    }
-  });
+  return queue(c, coll, a, -1, in, int(op), in.bytes(), args);
 }
 
 Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
@@ -104,21 +102,9 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
-  const algo::Algo algo = c.choose(algo::Collective::reduce_scatter, in.bytes());
-  return c.collective("reduce_scatter", -1, in, int(op), in.bytes(), [=, &c](Exec& e) {
-    if (out.count == 0) return;
-    if (algo == algo::Algo::hierarchical) {
-      c.hierarchical(e, [&](runtime::SubGroups& h) {
-        runtime::hierarchical_reduce_scatter(h, in.data, out.data, out.count, in.dtype, op,
-                                          e.deadline);
-      });
-    } else if (algo == algo::Algo::shm) {
-      shm::reduce_scatter(e.shm_context(), in.data, out.data, out.count, in.dtype, op);
-    } else {
-      algo::ring_reduce_scatter(e.p2p, in.data, out.data, kernels::EqualBlocks{out.count}, in.dtype,
-                                op);
-    }
-  });
+  return queue_chosen(c, algo::Collective::reduce_scatter, -1, in, int(op), in.bytes(),
+                      {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype,
+                       .op = op});
 }
 
 Work Communicator::all_gather(Buffer in, Buffer out) {
@@ -128,24 +114,9 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   check.buffer(out, "output");
   check.same_dtype(in, out);
   check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
-  const bool in_place = in.data == at(out, in.count * c.rank);
-  check.no_overlap(in, out, in_place);
-  const algo::Algo algo = c.choose(algo::Collective::all_gather, out.bytes());
-  return c.collective("all_gather", -1, in, -1, out.bytes(), [=, &c, rank = c.rank](Exec& e) {
-    if (in.count == 0) return;
-    if (algo == algo::Algo::hierarchical) {
-      c.hierarchical(e, [&](runtime::SubGroups& h) {
-        runtime::hierarchical_all_gather(h, in.data, out.data, in.count, in.dtype, e.deadline);
-      });
-      return;
-    }
-    if (algo == algo::Algo::shm) {
-      shm::all_gather(e.shm_context(), in.data, out.data, in.bytes());
-      return;
-    }
-    if (!in_place) std::memcpy(at(out, in.count * rank), in.data, in.bytes());
-    algo::ring_all_gather(e.p2p, out.data, kernels::EqualBlocks{in.count}, dtype_size(in.dtype));
-  });
+  check.no_overlap(in, out, in.data == at(out, in.count * c.rank));
+  return queue_chosen(c, algo::Collective::all_gather, -1, in, -1, out.bytes(),
+                      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
 }
 
 namespace {
@@ -180,24 +151,16 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                std::to_string(rc[c.rank]) + ")");
   }
   check.no_overlap(in, out, false);
-  const algo::Algo algo =
-      uniform ? c.choose(algo::Collective::all_to_all, in.bytes()) : algo::Algo::pairwise;
-  const char* name = uniform ? "all_to_all" : "all_to_allv";
-  return c.collective(name, -1, in, -1, in.bytes(), [=, &c](Exec& e) {
-    if (algo == algo::Algo::hierarchical) {
-      if (sc[0] == 0) return;
-      c.hierarchical(e, [&](runtime::SubGroups& h) {
-        runtime::hierarchical_all_to_all(h, in.data, out.data, sc[0], in.dtype, e.deadline);
-      });
-      return;
-    }
-    if (algo == algo::Algo::shm) {
-      if (sc[0] > 0) shm::all_to_all(e.shm_context(), in.data, out.data, sc[0] * dtype_size(in.dtype));
-      return;
-    }
-    algo::pairwise_all_to_allv(e.p2p, in.data, sc.data(), sd.data(), out.data, rc.data(),
-                               rd.data(), dtype_size(in.dtype));
-  });
+  const algo::Collective coll =
+      uniform ? algo::Collective::all_to_all : algo::Collective::all_to_allv;
+  const algo::Algorithm& a = c.choose(coll, in.bytes());
+  return c.collective(algo::collective_name(coll).data(), -1, in, -1, in.bytes(),
+                      [=, &a](algo::Exec& e) {
+                        a.run(e, {.in = in.data, .out = out.data, .count = uniform ? sc[0] : 0,
+                                  .dtype = in.dtype, .send_counts = sc.data(),
+                                  .send_displs = sd.data(), .recv_counts = rc.data(),
+                                  .recv_displs = rd.data()});
+                      });
 }
 
 }  // namespace
@@ -235,15 +198,11 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
     check.count(out, in.count, "output", "broadcast output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  const algo::Algo algo = c.choose(algo::Collective::broadcast, out.bytes());
-  return c.collective("broadcast", root, out, -1, out.bytes(), [=](Exec& e) {
+  const algo::Algorithm& a = c.choose(algo::Collective::broadcast, out.bytes());
+  const algo::Args args{.out = out.data, .count = out.count, .dtype = out.dtype, .root = root};
+  return c.collective("broadcast", root, out, -1, out.bytes(), [=, &a](algo::Exec& e) {
     if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
-    if (out.count == 0) return;
-    if (algo == algo::Algo::shm) {
-      shm::broadcast(e.shm_context(), out.data, out.bytes(), root);
-    } else {
-      algo::binomial_broadcast(e.p2p, out.data, out.bytes(), root);
-    }
+    if (out.count > 0) a.run(e, args);
   });
 }
 
@@ -260,9 +219,9 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
     check.count(out, in.count, "output", "reduce output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  return c.collective("reduce", root, in, int(op), in.bytes(), [=](Exec& e) {
-    if (in.count > 0) algo::binomial_reduce(e.p2p, in.data, out.data, in.count, in.dtype, op, root);
-  });
+  return queue_chosen(c, algo::Collective::reduce, root, in, int(op), in.bytes(),
+                      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
+                       .op = op, .root = root});
 }
 
 Work Communicator::gather(Buffer in, Buffer out, int root) {
@@ -277,7 +236,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
     check.count(out, in.count * c.size, "output", "gather output at root is size() * input count");
     check.no_overlap(in, out, in.data == at(out, in.count * root));
   }
-  return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](Exec& e) {
+  return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](algo::Exec& e) {
     if (in.count > 0) algo::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
   });
 }
@@ -294,7 +253,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
     check.count(in, out.count * c.size, "input", "scatter input at root is size() * output count");
     check.no_overlap(in, out, out.data == at(in, out.count * root));
   }
-  return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](Exec& e) {
+  return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](algo::Exec& e) {
     if (out.count > 0) algo::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
   });
 }
@@ -317,7 +276,7 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
 
 Work Communicator::barrier() {
   auto& c = checked(impl_);
-  return c.collective("barrier", -1, Buffer{}, -1, 0, [](Exec& e) { algo::dissemination_barrier(e.p2p); });
+  return c.collective("barrier", -1, Buffer{}, -1, 0, [](algo::Exec& e) { algo::dissemination_barrier(e.p2p); });
 }
 
 Communicator Communicator::split(int color, int key, const CommOptions& options) {

@@ -2,6 +2,8 @@
 
 #include "bootstrap/node_identity.hpp"
 #include "runtime/fingerprint.hpp"
+#include "runtime/group_view.hpp"
+#include "runtime/hierarchical.hpp"
 #include "runtime/watched_store.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -19,7 +21,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   const auto timeout = timeout_;
   // Processes first: from here on, a rank that dies is named by its peers' waits.
   const bootstrap::NodeLayoutInfo where =
-      bootstrap::node_layout(*store, rank, size, context("init"), timeout);
+      bootstrap::node_layout(*store, rank, size, context("init"), timeout, runtime::my_links(rank));
   health_ = std::make_shared<transport::PeerHealth>(rank, where.process_of_rank);
   std::unique_ptr<ucx::Worker> worker;
   try {
@@ -37,7 +39,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                                             timeout);
       shm_->set_watchdog(health_.get());
     }
-    shape_ = {size, shm_ != nullptr, layout_.spans_nodes_with_neighbours(), layout_.even()};
+    view_ = runtime::group_view(layout_, where.links_of_rank, shm_ != nullptr, context("init"));
   } catch (const Error& e) {
     // The process table: "peer 2: endpoint timeout" may be "rank 2 died". (A report in the store
     // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
@@ -46,13 +48,15 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   queue_ = std::make_shared<runtime::OpQueue>(std::move(worker), health_, timeout);
   queue_->start();
   STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
-                           << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout " << timeout.count() / 1000.0 << " s";
+                           << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout "
+                           << timeout.count() / 1000.0 << " s; " << view_.nodes
+                           << " node(s), links " << runtime::describe_links(view_);
 }
 
-algo::Algo Communicator::Impl::choose(algo::Collective c, size_t bytes) {
-  const algo::Choice choice = algo::choose(c, bytes, shape_);
-  choice_log_.note(name, size, c, bytes, choice);
-  return choice.algo;
+const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t bytes) {
+  const algo::Choice choice = algo::choose(c, view_, bytes);
+  choice_log_.note(name, view_, c, bytes, choice);
+  return *choice.algo;
 }
 
 runtime::SubGroups& Communicator::Impl::subgroups(const ErrorContext& where) {
@@ -78,13 +82,29 @@ runtime::SubGroups& Communicator::Impl::subgroups(const ErrorContext& where) {
   return *subgroups_;
 }
 
-void Communicator::Impl::hierarchical(const Exec& e,
-                                      const std::function<void(runtime::SubGroups&)>& legs) {
-  runtime::SubGroups& h = subgroups(e.where);
+void Communicator::Impl::run_legs(algo::Collective c, const algo::Args& a,
+                                  Clock::time_point deadline, const ErrorContext& where) {
+  runtime::SubGroups& h = subgroups(where);
   try {
-    legs(h);
+    switch (c) {
+      case algo::Collective::all_reduce:
+        runtime::hierarchical_all_reduce(h, a.in, a.out, a.count, a.dtype, a.op, deadline);
+        break;
+      case algo::Collective::reduce_scatter:
+        runtime::hierarchical_reduce_scatter(h, a.in, a.out, a.count, a.dtype, a.op, deadline);
+        break;
+      case algo::Collective::all_gather:
+        runtime::hierarchical_all_gather(h, a.in, a.out, a.count, a.dtype, deadline);
+        break;
+      case algo::Collective::all_to_all:
+        runtime::hierarchical_all_to_all(h, a.in, a.out, a.count, a.dtype, deadline);
+        break;
+      default:
+        throw Error(ErrorCode::internal, where,
+                    "no hierarchical " + std::string(algo::collective_name(c)));
+    }
   } catch (const Error& sub) {
-    const Error mine = as_group_failure(sub, e.where, e.deadline);
+    const Error mine = as_group_failure(sub, where, deadline);
     h.local.abort();
     h.rail.abort();
     throw mine;
@@ -127,7 +147,7 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
 }
 
 Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
-                                    size_t bytes, std::function<void(Exec&)> body) {
+                                    size_t bytes, std::function<void(algo::Exec&)> body) {
   runtime::Op op;
   op.bytes = bytes;
   op.dtype = data.dtype;
@@ -139,7 +159,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     w.begin_collective(seq, self.where, self.deadline);
     if (config().check) runtime::agree_on_fingerprint(w, self);
-    Exec e{w, shm_.get(), &write_modes_, self.deadline, self.where};
+    algo::Exec e{w, shm_.get(), &write_modes_, this, self.deadline, self.where};
     body(e);
   };
   return Work(queue_->submit(std::move(op)));

@@ -8,28 +8,17 @@
 #include <optional>
 #include <string>
 
-#include "transport/p2p.hpp"
-#include "algorithms/select.hpp"
+#include "algorithms/registry.hpp"
 #include "runtime/op_queue.hpp"
 #include "runtime/subgroups.hpp"
 #include "shm/segment.hpp"
-#include "shm/collectives.hpp"
 #include "strata/communicator.hpp"
 
 namespace strata {
 
-/// What a collective's body runs with: the network path always, the node's shared segment when
-/// every rank of the group is on one node.
-struct Exec {
-  transport::P2P& p2p;
-  shm::Segment* shm;
-  shm::StagingWriteModes* write_modes;  ///< with `shm`
-  Clock::time_point deadline;
-  const ErrorContext& where;
-  shm::Context shm_context() const { return {*shm, deadline, where, *write_modes}; }
-};
-
-class Communicator::Impl {
+// Implements algo::TwoLevel: the hierarchical algorithms' node and rail legs run on its
+// sub-groups.
+class Communicator::Impl : private algo::TwoLevel {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, const CommOptions& options);
 
@@ -40,17 +29,12 @@ class Communicator::Impl {
   /// op queue how soon to start it without a waiting caller.
   /// `reduce`: the ReduceOp of a reduction (for STRATA_CHECK's fingerprint), else -1.
   Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
-                  std::function<void(Exec&)> body);
+                  std::function<void(algo::Exec&)> body);
   /// The flight recorder's table (see comm/flight_recorder.hpp).
   std::string flight_record() const { return queue_->recorder().dump("on request"); }
-  /// The algorithm for collective `c` on `bytes` per rank (cost model or STRATA_ALGO), logged
-  /// once per size class at INFO.
-  algo::Algo choose(algo::Collective c, size_t bytes);
-  /// Runs a hierarchical collective's `legs` on the group's node and rail groups. When a leg
-  /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
-  /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
-  /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
-  void hierarchical(const Exec& e, const std::function<void(runtime::SubGroups&)>& legs);
+  /// The algorithm for collective `c` on `bytes` per rank (the registry's cost model or
+  /// STRATA_ALGO), logged once per size class at INFO.
+  const algo::Algorithm& choose(algo::Collective c, size_t bytes);
   /// A small all-reduce on one node (up to shm::kSmallBytes), completed inside the call
   /// when the op queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it must
   /// be queued instead; the caller has checked the arguments.
@@ -72,11 +56,17 @@ class Communicator::Impl {
   /// a collective's body, which every rank runs at the same point of its sequence; a failure is
   /// reported as that collective's (`where`).
   runtime::SubGroups& subgroups(const ErrorContext& where);
+  /// algo::TwoLevel: runs a hierarchical collective on the node and rail groups. When a leg
+  /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
+  /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
+  /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
+  void run_legs(algo::Collective c, const algo::Args& a, Clock::time_point deadline,
+                const ErrorContext& where) override;
   /// A sub-group's failure `sub`, as this group's at `where` (see hierarchical()).
   Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
 
   runtime::NodeLayout layout_;
-  algo::GroupShape shape_;  // what choose() needs of the layout, fixed at creation
+  algo::GroupView view_;  // what choose() needs of the layout and links, fixed at creation
   algo::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<runtime::SubGroups> subgroups_;  // destroyed after the op queue (declared first)

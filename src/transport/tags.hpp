@@ -52,12 +52,12 @@ struct Steps {
   constexpr uint32_t wrapped(uint64_t i) const { return first + uint32_t(i % count); }
 };
 
-constexpr Steps kFromZero{0, 0xF000};             ///< an algorithm alone in its sequence number
-constexpr Steps kRingReduceScatter{0, 0x8000};    ///< (step * chunks + chunk) mod count
-constexpr Steps kRingAllGather{0x8000, 0x7000};   ///< one step per ring step
-constexpr Steps kFold{0xFFFD, 1};                 ///< fold to a power of two, before the algorithm
-constexpr Steps kUnfold{0xFFFE, 1};               ///< ... and back, after it
-constexpr Steps kFingerprint{0xFFFF, 1};          ///< STRATA_CHECK's exchange, before any algorithm
+constexpr Steps kFromZero{0, 0xF000};            ///< an algorithm alone in its sequence number
+constexpr Steps kRingReduceScatter{0, 0x8000};   ///< (step * chunks + chunk) mod count
+constexpr Steps kRingAllGather{0x8000, 0x7000};  ///< one step per ring step
+constexpr Steps kFold{0xFFFD, 1};                ///< fold to a power of two, before the algorithm
+constexpr Steps kUnfold{0xFFFE, 1};              ///< ... and back, after it
+constexpr Steps kFingerprint{0xFFFF, 1};         ///< STRATA_CHECK's exchange, before any algorithm
 static_assert(kRingAllGather.first == kRingReduceScatter.end());
 static_assert(kRingAllGather.end() <= kFold.first && kFold.end() == kUnfold.first &&
               kUnfold.end() == kFingerprint.first);

@@ -1,0 +1,153 @@
+#include "algorithms/registry.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "strata/error.hpp"
+
+namespace strata::algo {
+namespace {
+
+constexpr Collective kCollectives[] = {Collective::all_reduce,  Collective::reduce_scatter,
+                                       Collective::all_gather,  Collective::all_to_all,
+                                       Collective::all_to_allv, Collective::broadcast,
+                                       Collective::reduce};
+
+const Algorithm* find(Collective c, std::string_view name) {
+  for (const Algorithm& a : algorithms(c)) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+// Every name some table has, in table order, without repeats: STRATA_ALGO's "known:" list.
+std::string known_names() {
+  std::vector<std::string_view> names;
+  for (Collective c : kCollectives) {
+    for (const Algorithm& a : algorithms(c)) {
+      if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
+    }
+  }
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+[[noreturn]] void cannot_force(Collective c, const std::string& name, std::string_view why) {
+  throw Error(ErrorCode::invalid_argument, {.op = std::string(collective_name(c))},
+              "STRATA_ALGO forces " + name + ", which cannot run " +
+                  std::string(collective_name(c)) + (why.empty() ? "" : " ") + std::string(why));
+}
+
+}  // namespace
+
+std::string_view collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_reduce:
+      return "all_reduce";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::all_gather:
+      return "all_gather";
+    case Collective::all_to_all:
+      return "all_to_all";
+    case Collective::all_to_allv:
+      return "all_to_allv";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+  }
+  return "?";
+}
+
+std::span<const Algorithm> algorithms(Collective c) {
+  switch (c) {
+    case Collective::all_reduce:
+      return all_reduce_table();
+    case Collective::reduce_scatter:
+      return reduce_scatter_table();
+    case Collective::all_gather:
+      return all_gather_table();
+    case Collective::all_to_all:
+      return all_to_all_table();
+    case Collective::all_to_allv:
+      return all_to_allv_table();
+    case Collective::broadcast:
+      return broadcast_table();
+    case Collective::reduce:
+      return reduce_table();
+  }
+  return {};
+}
+
+Forced parse_forced(std::string_view spec) {
+  Forced forced;
+  std::stringstream in{std::string(spec)};
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    const std::string name = eq == std::string::npos ? item : item.substr(eq + 1);
+    bool known = false;
+    for (Collective c : kCollectives) known = known || find(c, name);
+    if (!known) {
+      throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                  "STRATA_ALGO: unknown algorithm '" + name + "' (known: " + known_names() + ")");
+    }
+    bool matched = false;
+    for (Collective c : kCollectives) {
+      if (eq == std::string::npos || collective_name(c) == item.substr(0, eq)) {
+        forced[c] = name;
+        matched = true;
+      }
+    }
+    if (!matched) {
+      throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                  "STRATA_ALGO: unknown collective '" + item.substr(0, eq) + "'");
+    }
+  }
+  return forced;
+}
+
+Choice choose(Collective c, const GroupView& g, size_t bytes, const Forced& forced) {
+  if (auto it = forced.find(c); it != forced.end()) {
+    const Algorithm* a = find(c, it->second);
+    if (!a) cannot_force(c, it->second, {});
+    if (a->can_run(g)) return {a, true};
+    if (!a->forced_falls_back) cannot_force(c, it->second, a->cannot_run);
+  }
+  const Algorithm* best = nullptr;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (const Algorithm& a : algorithms(c)) {
+    if (!a.can_run(g)) continue;
+    const double cost = a.cost(g, bytes);
+    if (!best || cost < best_cost) best = &a, best_cost = cost;
+  }
+  return {best, false};
+}
+
+Choice choose(Collective c, const GroupView& g, size_t bytes) {
+  static const Forced forced = parse_forced(config().algo);
+  return choose(c, g, bytes, forced);
+}
+
+void ChoiceLog::note(std::string_view group, const GroupView& g, Collective c, size_t bytes,
+                     Choice choice) {
+  if (!log::enabled(log::Level::INFO)) return;
+  int size_class = 0;
+  while ((size_t(1) << (size_class + 1)) <= bytes) ++size_class;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!seen_.insert({int(c), size_class, choice.algo}).second) return;
+  }
+  STRATA_LOG(INFO, "COLL") << "group " << group << " (" << g.n << " ranks): " << collective_name(c)
+                           << " ~2^" << size_class << " B: " << choice.algo->name
+                           << (choice.forced ? " (STRATA_ALGO)" : "");
+}
+
+}  // namespace strata::algo
