@@ -8,7 +8,8 @@ Every `#include "..."` in the library (src/) and its consumers (bindings/, train
 spelled from an include root, so its first path component names the layer it reaches into
 ("base/log.hpp", "strata/communicator.hpp"). src/layers.txt says which layers each library layer
 may reach (the build enforces the same table: each layer compiles against links to those layers
-only); CONSUMERS below says it for the rest. A file's own layer and the public headers (strata/)
+only); CONSUMERS below says it for the rest, and OWN_LAYER_ONLY names the headers no other layer
+may include (a transport's implementation: the runtime sees its interface). A file's own layer and the public headers (strata/)
 are always allowed. Spellings that climb (`../`) or reach past the roots (`src/...`) are refused:
 they hide the layer, and the compiler would find them beside the including file.
 """
@@ -36,6 +37,9 @@ CONSUMERS = {
     "trainer": [],
     "tools": [],
 }
+# Headers only their own layer may include: a transport's implementation, which the runtime reaches
+# through the interface (transport/transport.hpp) and the transport's factory.
+OWN_LAYER_ONLY = {"transport/ucx/worker.hpp": "transport"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = ("*.hpp", "*.cpp", "*.h", "*.c")
 
@@ -76,6 +80,10 @@ def check(repo):
                     if "/" not in spelled:
                         continue  # a file beside this one
                     target = spelled.split("/")[0]
+                    if OWN_LAYER_ONLY.get(spelled, layer) != layer:
+                        errors.append(f"{rel}:{n}: layer {layer} includes \"{spelled}\", "
+                                      f"which only layer {OWN_LAYER_ONLY[spelled]} may include")
+                        continue
                     if target not in allowed:
                         errors.append(f"{rel}:{n}: layer {layer} includes \"{spelled}\" "
                                       f"(layer {target}); it may include "
@@ -84,20 +92,24 @@ def check(repo):
 
 
 def self_test():
-    """A tree with one upward include (base -> runtime) and one climbing spelling: both reported."""
+    """A tree with one upward include (base -> runtime), one climbing spelling and one reach into
+    a transport's implementation: all three reported."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = pathlib.Path(d)
         for rel, text in {"src/base/a.cpp": '#include "runtime/op_queue.hpp"\n',
-                          "src/runtime/b.cpp": '#include "base/log.hpp"\n#include "../x.hpp"\n',
+                          "src/runtime/b.cpp": '#include "base/log.hpp"\n#include "../x.hpp"\n'
+                                               '#include "transport/ucx/worker.hpp"\n',
                           "src/shm/c.cpp": '#include "kernels/blocks.hpp"\n',
-                          "src/layers.txt": "base\nkernels\nshm kernels base\nruntime shm base\n"}.items():
+                          "src/layers.txt": "base\nkernels\ntransport\nshm kernels base\n"
+                                            "runtime shm transport base\n"}.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         files, errors = check(root)
     expected = ['src/base/a.cpp:1: layer base includes "runtime/op_queue.hpp"',
-                'src/runtime/b.cpp:2: #include "../x.hpp" hides its layer']
-    ok = files == 3 and len(errors) == 2 and all(
+                'src/runtime/b.cpp:2: #include "../x.hpp" hides its layer',
+                'src/runtime/b.cpp:3: layer runtime includes "transport/ucx/worker.hpp", which']
+    ok = files == 3 and len(errors) == 3 and all(
         e.startswith(x) for e, x in zip(sorted(errors), expected))
     print("check_layers self-test:", "passed" if ok else f"FAILED: {files} files, {errors}")
     return 0 if ok else 1

@@ -3,6 +3,7 @@
 #include "bootstrap/node_identity.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
+#include "transport/ucx/factory.hpp"
 #include "runtime/hierarchical.hpp"
 #include "runtime/watched_store.hpp"
 #include "base/config.hpp"
@@ -23,16 +24,16 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   const bootstrap::NodeLayoutInfo where =
       bootstrap::node_layout(*store, rank, size, context("init"), timeout, runtime::my_links(rank));
   health_ = std::make_shared<transport::PeerHealth>(rank, where.process_of_rank);
-  std::unique_ptr<ucx::Worker> worker;
+  std::unique_ptr<transport::Transport> transport;
   try {
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
     for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
-    worker = std::make_unique<ucx::Worker>(*store, rank, size, network_watched, context("init"),
-                                           timeout);
+    transport =
+        ucx::make_transport(*store, rank, size, network_watched, context("init"), timeout);
     layout_ = runtime::NodeLayout(where.node_of_rank);
     const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.oversubscribed();
-    worker->set_oversubscribed(oversubscribed);
+    transport->set_oversubscribed(oversubscribed);
     if (size > 1 && config().shm && local == size) {
       shm_ = std::make_unique<shm::Segment>(*store, rank, size, config().shm_chunk_bytes,
                                             config().shm_depth, oversubscribed, context("init"),
@@ -45,7 +46,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
     // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
     throw health_->explain(e);
   }
-  queue_ = std::make_shared<runtime::OpQueue>(std::move(worker), health_, timeout);
+  queue_ = std::make_shared<runtime::OpQueue>(std::move(transport), health_, timeout);
   queue_->start();
   STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
                            << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout "
@@ -54,8 +55,20 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
 }
 
 const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t bytes) {
+  static_assert(size_t(algo::Collective::reduce) < std::tuple_size_v<decltype(last_choice_)>);
+  const auto table = algo::algorithms(c);
+  std::atomic<uint64_t>& memo = last_choice_[size_t(c)];
+  const bool memoable = bytes < (uint64_t(1) << 56);
+  if (const uint64_t m = memo.load(std::memory_order_relaxed); memoable && (m & 0xff) &&
+                                                                  m >> 8 == bytes) {
+    return table[(m & 0xff) - 1];
+  }
   const algo::Choice choice = algo::choose(c, view_, bytes);
   choice_log_.note(name, view_, c, bytes, choice);
+  if (memoable) {
+    memo.store(uint64_t(bytes) << 8 | uint64_t(choice.algo - table.data() + 1),
+               std::memory_order_relaxed);
+  }
   return *choice.algo;
 }
 
@@ -155,7 +168,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.reduce = reduce;
   const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
-  op.run = [this, body = std::move(body), seq](ucx::Worker& w, runtime::Op& self) {
+  op.run = [this, body = std::move(body), seq](transport::Transport& w, runtime::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     w.begin_collective(seq, self.where, self.deadline);
     if (config().check) runtime::agree_on_fingerprint(w, self);
@@ -173,7 +186,7 @@ Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint
   op.count = buf.count;
   op.where = ErrorContext{rank, name, is_send ? "send" : "recv",
                           int64_t(p2p_seq_.fetch_add(1, std::memory_order_relaxed)), peer};
-  op.run = [is_send, buf, peer, tag](ucx::Worker& w, runtime::Op& self) {
+  op.run = [is_send, buf, peer, tag](transport::Transport& w, runtime::Op& self) {
     self.request = is_send ? w.post_send(peer, buf.data, buf.bytes(), tag)
                            : w.post_recv(peer, buf.data, buf.bytes(), tag);
   };

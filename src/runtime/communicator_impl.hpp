@@ -1,6 +1,7 @@
 // State behind a Communicator handle.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -67,6 +68,9 @@ class Communicator::Impl : private algo::TwoLevel {
 
   runtime::NodeLayout layout_;
   algo::GroupView view_;  // what choose() needs of the layout and links, fixed at creation
+  // Each collective's last choice, one word (bytes << 8 | table index + 1) so no reader sees it
+  // torn: a training loop repeats its sizes, and a choice costs ~50 ns of cost-model arithmetic.
+  std::array<std::atomic<uint64_t>, 8> last_choice_{};
   algo::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<runtime::SubGroups> subgroups_;  // destroyed after the op queue (declared first)

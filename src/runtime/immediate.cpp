@@ -52,7 +52,7 @@ std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer o
   rest.count = in.count;
   rest.reduce = int(op);
   rest.where = std::move(where);
-  rest.run = [this, number, out, count = in.count, dt = in.dtype, op](ucx::Worker&,
+  rest.run = [this, number, out, count = in.count, dt = in.dtype, op](transport::Transport&,
                                                                       runtime::Op& self) {
     shm::small_all_reduce_finish({*shm_, self.deadline, self.where, write_modes_}, number,
                                       out.data, count, dt, op);

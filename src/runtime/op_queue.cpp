@@ -31,12 +31,12 @@ bool lock_before(std::unique_lock<std::mutex>& l, Clock::time_point limit, GiveU
 
 }  // namespace
 
-OpQueue::OpQueue(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<transport::PeerHealth> health,
+OpQueue::OpQueue(std::unique_ptr<transport::Transport> transport, std::shared_ptr<transport::PeerHealth> health,
                std::chrono::milliseconds timeout)
-    : worker_(std::move(worker)), health_(std::move(health)), timeout_(timeout),
+    : transport_(std::move(transport)), health_(std::move(health)), timeout_(timeout),
       recorder_(config().flight_records) {
-  health_->attach(worker_.get());
-  worker_->set_watchdog(health_.get());
+  health_->attach(transport_.get());
+  transport_->set_watchdog(health_.get());
   register_recorder(&recorder_);
   kick_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -54,7 +54,7 @@ OpQueue::OpQueue(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<transport:
     watch(idle_epoll_, fd);
     watch(net_epoll_, fd);
   }
-  watch(net_epoll_, worker_->event_fd());
+  watch(net_epoll_, transport_->event_fd());
 }
 
 void OpQueue::start() { thread_ = std::thread([this] { progress_loop(); }); }
@@ -70,7 +70,7 @@ void OpQueue::stop_thread() {
 void OpQueue::abort() {
   health_->abort();
   if (aborted_.exchange(true)) return;  // one abort does the work (two would join one thread)
-  worker_->wake();
+  transport_->wake();
   // A running collective sees the abort at its next wake-up (<= 100 ms) and lets go.
   std::unique_lock<std::mutex> ex(exec_mu_, std::defer_lock);
   if (!lock_before(ex, Clock::now() + std::chrono::seconds(5), [] { return false; })) {
@@ -127,7 +127,7 @@ void OpQueue::sleep_locked(Clock::time_point until) {
     std::lock_guard<std::mutex> q(queue_mu_);
     queued = !queue_.empty();
   }
-  if (!queued) worker_->sleep(until);
+  if (!queued) transport_->sleep(until);
   sleepers_.fetch_sub(1);
 }
 
@@ -145,7 +145,7 @@ void OpQueue::enqueue(Op op, bool front) {
     if (front) queue_.push_front(std::move(op));
     else queue_.push_back(std::move(op));
   }
-  if (sleepers_.load() > 0) worker_->wake();  // a thread asleep on the network must see it
+  if (sleepers_.load() > 0) transport_->wake();  // a thread asleep on the network must see it
   arm_kick(bytes);
 }
 
@@ -233,8 +233,8 @@ void OpQueue::run_locked(Op& op) {
     op.deadline = now + timeout_;
   }
   try {
-    op.run(*worker_, op);
-    if (op.is_collective || worker_->test(op.request, op.where)) {
+    op.run(*transport_, op);
+    if (op.is_collective || transport_->test(op.request, op.where)) {
       finish_locked(op, nullptr);
     } else {
       std::lock_guard<std::mutex> q(queue_mu_);
@@ -261,7 +261,7 @@ bool OpQueue::poll_p2p_locked() {
       health_->check(p2p_pending_.front().where);
     } catch (const Error&) {
       for (auto& op : p2p_pending_) {
-        worker_->cancel(op.request);
+        transport_->cancel(op.request);
         finish_locked(op, std::make_exception_ptr(health_->failure(op.where)));
       }
       p2p_pending_.clear();
@@ -271,12 +271,12 @@ bool OpQueue::poll_p2p_locked() {
   for (auto it = p2p_pending_.begin(); it != p2p_pending_.end();) {
     Op& op = *it;
     try {
-      if (!worker_->test(op.request, op.where)) {
+      if (!transport_->test(op.request, op.where)) {
         if (Clock::now() < op.deadline) {
           ++it;
           continue;
         }
-        worker_->cancel(op.request);
+        transport_->cancel(op.request);
         throw Error(ErrorCode::timeout, op.where,
                     "timed out waiting for " +
                         (op.where.peer < 0 ? std::string("any peer")
@@ -318,14 +318,14 @@ void OpQueue::fail_all_locked(const std::function<Error(const ErrorContext&)>& w
     pending.swap(p2p_pending_);
   }
   for (auto& op : pending) {
-    worker_->cancel(op.request);
+    transport_->cancel(op.request);
     finish_locked(op, std::make_exception_ptr(why(op.where)));
   }
   for (auto& op : queued) finish_locked(op, std::make_exception_ptr(why(op.where)));
 }
 
 void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
-  const auto spin = spin_budget(worker_->oversubscribed());
+  const auto spin = spin_budget(transport_->oversubscribed());
   set_inline_caller(true);
   blocked_.fetch_add(1);
   struct Reset {
@@ -350,7 +350,7 @@ void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
                     [&] { return target.finished(); })) {
       auto spin_until = Clock::now() + spin;
       while (!target.finished()) {
-        if (step_locked() || worker_->progress()) {
+        if (step_locked() || transport_->progress()) {
           spin_until = Clock::now() + spin;
           continue;
         }
@@ -371,10 +371,10 @@ void OpQueue::progress_loop() {
       std::lock_guard<std::mutex> ex(exec_mu_);
       kick_due_ = 0;  // from here on, a new submit must arm the timer again
       // The network is only polled for pending receives/sends; collectives poll it themselves.
-      while (step_locked() || (!p2p_pending_.empty() && worker_->progress())) {
+      while (step_locked() || (!p2p_pending_.empty() && transport_->progress())) {
       }
       if (!p2p_pending_.empty()) {
-        if (!worker_->arm()) continue;  // events arrived meanwhile: progress again
+        if (!transport_->arm()) continue;  // events arrived meanwhile: progress again
         wait_on_network = true;
       }
     }

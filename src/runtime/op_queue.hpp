@@ -1,7 +1,7 @@
 // The per-communicator op queue: operations drained in issue order by
 // whichever thread gets there first, either the caller blocked in Work::wait() (inline, lowest
 // latency) or the communicator's progress thread (so async work advances while the caller
-// computes). One mutex serialises every use of the UCX worker.
+// computes). One mutex serialises every use of the transport (a UCX worker).
 //
 // The progress thread is not woken by each submit: that would cost a context switch per call and,
 // on a node with as many ranks as cores, preempt a peer in the middle of a collective. Instead a
@@ -27,7 +27,7 @@
 #include "runtime/flight_recorder.hpp"
 #include "transport/peer_health.hpp"
 #include "strata/error.hpp"
-#include "transport/ucx/worker.hpp"
+#include "transport/transport.hpp"
 
 namespace strata::runtime {
 
@@ -41,7 +41,7 @@ struct Op {
   size_t count = 0;
   int reduce = -1;                    // the ReduceOp of reductions, else -1
   uint64_t record = 0;                // its flight-recorder id
-  std::function<void(ucx::Worker&, Op&)> run;
+  std::function<void(transport::Transport&, Op&)> run;
   transport::Request request;              // point-to-point only
   Clock::time_point deadline{};
   std::shared_ptr<detail::WorkState> work;
@@ -50,8 +50,8 @@ struct Op {
 class OpQueue : public std::enable_shared_from_this<OpQueue> {
  public:
   /// `health` watches the peers of this communicator (transport/peer_health.hpp); the op queue attaches
-  /// its worker to it.
-  OpQueue(std::unique_ptr<ucx::Worker> worker, std::shared_ptr<transport::PeerHealth> health,
+  /// its transport to it.
+  OpQueue(std::unique_ptr<transport::Transport> transport, std::shared_ptr<transport::PeerHealth> health,
          std::chrono::milliseconds timeout);
   ~OpQueue();
   /// Starts the progress thread (separate from the constructor: it needs shared_from_this).
@@ -62,7 +62,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void drive(detail::WorkState& target, Clock::time_point until);
   /// The immediate path (runtime/immediate.cpp): an operation the caller completes itself, inside
   /// the call that issued it, with no Op, no queue and no allocation. try_claim() hands the
-  /// caller the worker and the shared segment when no other thread holds them, nothing is queued
+  /// caller the transport and the shared segment when no other thread holds them, nothing is queued
   /// (so issue order holds) and the group is healthy; otherwise it returns an unlocked lock and
   /// the operation is submitted as usual.
   std::unique_lock<std::mutex> try_claim();
@@ -96,12 +96,12 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::shared_ptr<detail::WorkState> new_work();
   void enqueue(Op op, bool front);    // queues op (at the front: finish_later) and arms the kick
 
-  std::unique_ptr<ucx::Worker> worker_;
+  std::unique_ptr<transport::Transport> transport_;
   std::shared_ptr<transport::PeerHealth> health_;
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;
-  std::mutex exec_mu_;                // owner of the worker (taken untimed or by polling)
+  std::mutex exec_mu_;                // owner of the transport (taken untimed or by polling)
   std::mutex queue_mu_;
   std::deque<Op> queue_;
   std::list<Op> p2p_pending_;         // guarded by exec_mu_

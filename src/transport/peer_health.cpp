@@ -72,13 +72,13 @@ void PeerHealth::probe() {
 bool PeerHealth::take_notice() {
   // Notices first: a rank that reported a death and then exited is not the culprit, the rank
   // it named is (its notice is delivered before it exits: send_notice waits for completion).
-  if (worker_) {
-    if (const auto n = worker_->poll_failure()) {
+  if (transport_) {
+    if (const auto n = transport_->poll_failure()) {
       const std::string who = "rank " + std::to_string(n->culprit);
       const std::string by = "(reported by rank " + std::to_string(n->reporter) + ")";
-      if (n->kind == ucx::Notice::aborted) {
+      if (n->kind == transport::Notice::aborted) {
         fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
-      } else if (n->kind == ucx::Notice::died) {
+      } else if (n->kind == transport::Notice::died) {
         fail(ErrorCode::peer_failure, n->culprit, who + " died " + by);
       } else if (n->reporter != rank_) {
         fail(ErrorCode::peer_failure, n->culprit, who + " is unreachable " + by);
@@ -88,7 +88,7 @@ bool PeerHealth::take_notice() {
         fail(ErrorCode::peer_failure, n->culprit,
              who + " is unreachable: the network failed the connection to it (process or node "
                    "down?)");
-        worker_->send_notice(*n);
+        transport_->send_notice(*n);
       }
       return true;
     }
@@ -117,7 +117,7 @@ void PeerHealth::report_death(int r) {
        "rank " + std::to_string(r) + " died (its process " + std::to_string(pid) +
            " on this machine has exited)");
   STRATA_LOG(WARN, "COLL") << "rank " << r << " (pid " << pid << ") has exited";
-  if (worker_) worker_->send_notice({ucx::Notice::died, int32_t(r), int32_t(rank_)});
+  if (transport_) transport_->send_notice({transport::Notice::died, int32_t(r), int32_t(rank_)});
 }
 
 void PeerHealth::abort() {
@@ -132,13 +132,13 @@ void PeerHealth::report_failure(int culprit, const std::string& why) {
   }
   fail(ErrorCode::peer_failure, culprit,
        "rank " + std::to_string(culprit) + " is unreachable " + why);
-  if (worker_) worker_->send_notice({ucx::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
+  if (transport_) transport_->send_notice({transport::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
 }
 
 void PeerHealth::report_abort(int culprit, const std::string& why) {
   if (failed()) return;
   fail(ErrorCode::aborted, culprit, "rank " + std::to_string(culprit) + " aborted " + why);
-  if (worker_) worker_->send_notice({ucx::Notice::aborted, int32_t(culprit), int32_t(rank_)});
+  if (transport_) transport_->send_notice({transport::Notice::aborted, int32_t(culprit), int32_t(rank_)});
 }
 
 bool PeerHealth::await_news(Clock::time_point until) {
@@ -150,7 +150,7 @@ bool PeerHealth::await_news(Clock::time_point until) {
 }
 
 void PeerHealth::announce_abort() {
-  if (worker_) worker_->send_notice({ucx::Notice::aborted, int32_t(rank_), int32_t(rank_)});
+  if (transport_) transport_->send_notice({transport::Notice::aborted, int32_t(rank_), int32_t(rank_)});
 }
 
 }  // namespace strata::transport

@@ -18,7 +18,7 @@
 
 #include "bootstrap/process_id.hpp"
 #include "transport/watchdog.hpp"
-#include "transport/ucx/worker.hpp"
+#include "transport/transport.hpp"
 
 namespace strata::transport {
 
@@ -26,25 +26,25 @@ class PeerHealth final : public transport::Watchdog {
  public:
   PeerHealth(int rank, std::vector<bootstrap::ProcessId> processes);
 
-  /// The worker that carries notices and reports endpoint failures (not owned; may be null).
-  /// check() uses it, so it must only run on the thread that currently owns the worker.
-  void attach(ucx::Worker* worker) { worker_ = worker; }
+  /// The transport that carries notices and reports endpoint failures (not owned; may be null).
+  /// check() uses it, so it must only run on the thread that currently owns the transport.
+  void attach(transport::Transport* transport) { transport_ = transport; }
 
   void check(const ErrorContext& where) override;
   /// Marks the group failed by this rank's abort() (any thread); a failure already recorded stands.
   void abort();
-  /// Tells the peers that this rank aborted (needs the worker, like check()).
+  /// Tells the peers that this rank aborted (needs the transport, like check()).
   void announce_abort();
   /// A failure of `culprit` that one of this group's sub-groups saw (the node or rail group of a
   /// hierarchical collective): recorded, unless a failure already stands, and told to every rank,
   /// as "died" when its process is gone from this machine, else as unreachable (`why` says how it
-  /// was seen). Needs the worker, like check().
+  /// was seen). Needs the transport, like check().
   void report_failure(int culprit, const std::string& why);
   /// Like report_failure, for a sub-group that `culprit` aborted when no better news came.
   void report_abort(int culprit, const std::string& why);
   /// Polls for news of a failure (notices, this machine's processes) until `until`; true once
   /// failed. For a rank whose sub-group was aborted by a neighbour: the neighbour's reason comes
-  /// on this group. Needs the worker, like check().
+  /// on this group. Needs the transport, like check().
   bool await_news(Clock::time_point until);
   /// True once failed.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
@@ -66,7 +66,7 @@ class PeerHealth final : public transport::Watchdog {
 
   const int rank_;
   const std::vector<bootstrap::ProcessId> processes_;
-  ucx::Worker* worker_ = nullptr;
+  transport::Transport* transport_ = nullptr;
   Clock::time_point next_probe_{};
   // When probe() first saw each rank's process gone (epoch: not seen); see kExitGrace.
   std::vector<Clock::time_point> gone_since_ = std::vector<Clock::time_point>(processes_.size());

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/p2p.hpp"
-#include "transport/watchdog.hpp"
+#include "transport/transport.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 
@@ -30,16 +29,9 @@ class Context {
   ucp_context_h ctx_ = nullptr;
 };
 
-/// What one rank tells the others when the group cannot go on, so that every survivor names the
-/// same culprit instead of blaming the neighbour it happened to wait for.
-struct Notice {
-  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3 };
-  int32_t kind = 0;
-  int32_t culprit = -1;   ///< the rank that died, aborted or cannot be reached
-  int32_t reporter = -1;  ///< the rank that noticed
-};
+using transport::Notice;
 
-class Worker final : public transport::P2P {
+class Worker final : public transport::Transport {
  public:
   /// Creates the worker and connects to all `size` ranks through `store` (collective). Endpoints
   /// to the peers flagged in `network_watched` report a broken connection (UCX peer error
@@ -58,44 +50,23 @@ class Worker final : public transport::P2P {
   void wait(std::span<transport::Request> requests) override;
   void* scratch(size_t bytes, int slot) override;
 
-  /// Sets the sequence number, error context and deadline that the next collective runs under.
-  void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline);
-
-  /// User point-to-point messages (tags in their own space).
-  transport::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag);
-  /// `peer` < 0: from any source; test() sets the request's peer to the sender on completion.
-  transport::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag);
-  /// True once `r` completed; throws strata::Error (with `where`) if it failed.
-  bool test(transport::Request& r, const ErrorContext& where);
-  /// Cancels an outstanding request and waits (bounded) until UCX lets go of its buffer.
-  void cancel(transport::Request& r);
-
-  /// Drives the worker once; returns true if anything happened.
-  bool progress();
-  /// Arms the event fd; false when events are already pending (progress again instead).
-  bool arm();
-  /// Sleeps until the network or wake() signals, or `until` (at most 100 ms). Needs a prior
-  /// successful arm(), but not exclusive use of the worker.
-  void wait_event(Clock::time_point until);
-  /// arm() + wait_event(): for the thread that owns the worker.
-  void sleep(Clock::time_point until) {
-    if (arm()) wait_event(until);
-  }
-  /// More ranks on this node than cores: waits poll only briefly (spin_policy.hpp).
-  void set_oversubscribed(bool v) { oversubscribed_ = v; }
-  bool oversubscribed() const { return oversubscribed_; }
-  /// Interrupts sleep() from any thread.
-  void wake();
-  /// Consults the watchdog (slow paths of every wait; see transport/watchdog.hpp). Not owned.
-  void set_watchdog(transport::Watchdog* w) { watchdog_ = w; }
-
-  /// A failure learnt from the network: a peer's notice, else an endpoint UCX declared failed
-  /// (reported as `unreachable` by this rank). Progresses the worker once.
-  std::optional<Notice> poll_failure();
-  /// Sends `n` to every peer except `n.culprit` and this rank; best effort, bounded (200 ms).
-  void send_notice(const Notice& n);
-  /// The worker's event fd (readable when network events may be pending after arm()).
-  int event_fd() const { return event_fd_; }
+  // transport::Transport, used by the op queue and peer health.
+  void begin_collective(uint64_t seq, const ErrorContext& where,
+                        Clock::time_point deadline) override;
+  transport::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) override;
+  transport::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag) override;
+  bool test(transport::Request& r, const ErrorContext& where) override;
+  void cancel(transport::Request& r) override;
+  bool progress() override;
+  bool arm() override;
+  void wait_event(Clock::time_point until) override;
+  void wake() override;
+  int event_fd() const override { return event_fd_; }
+  void set_oversubscribed(bool v) override { oversubscribed_ = v; }
+  bool oversubscribed() const override { return oversubscribed_; }
+  void set_watchdog(transport::Watchdog* w) override { watchdog_ = w; }
+  std::optional<Notice> poll_failure() override;
+  void send_notice(const Notice& n) override;
 
  private:
   Error failure(ErrorCode code, int peer, const std::string& what) const;

@@ -1,0 +1,20 @@
+// The UCX transport, made without showing UCX's headers to its user (the runtime).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "transport/transport.hpp"
+#include "strata/store.hpp"
+
+namespace strata::ucx {
+
+/// Creates a UCX worker and connects to all `size` ranks through `store` (collective); see
+/// Worker's constructor (worker.hpp) for `network_watched`.
+std::unique_ptr<transport::Transport> make_transport(Store& store, int rank, int size,
+                                                     const std::vector<bool>& network_watched,
+                                                     const ErrorContext& where,
+                                                     std::chrono::milliseconds timeout);
+
+}  // namespace strata::ucx
