@@ -5,10 +5,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "bootstrap/await_rank.hpp"
 #include "algorithms/algorithms.hpp"
 #include "runtime/communicator_impl.hpp"
 #include "runtime/argument_checks.hpp"
+#include "runtime/calls.hpp"
 
 namespace strata {
 namespace {
@@ -26,21 +26,6 @@ Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
   return *impl;
 }
 
-// Queues collective `coll` on algorithm `a`; a call with no elements moves nothing.
-Work queue(Communicator::Impl& c, algo::Collective coll, const algo::Algorithm& a, int root,
-           Buffer data, int reduce, size_t bytes, const algo::Args& args) {
-  return c.collective(algo::collective_name(coll).data(), root, data, reduce, bytes,
-                      [&a, args](algo::Exec& e) {
-                        if (args.count > 0) a.run(e, args);
-                      });
-}
-
-// ... on the algorithm the registry chooses for it (`bytes`: what the choice sees).
-Work queue_chosen(Communicator::Impl& c, algo::Collective coll, int root, Buffer data,
-                  int reduce, size_t bytes, const algo::Args& args) {
-  return queue(c, coll, c.choose(coll, bytes), root, data, reduce, bytes, args);
-}
-
 }  // namespace
 
 Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int size,
@@ -50,21 +35,7 @@ Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int si
                 "need a store and 0 <= rank < size (got rank " + std::to_string(rank) +
                     ", size " + std::to_string(size) + ")");
   }
-  try {
-    Communicator c(std::make_shared<Impl>(store, rank, size, options));
-    // Every rank has read every address once this returns, so rank 0 may retire the store, and
-    // the endpoints are wired up before the first timed operation.
-    c.barrier().wait();
-    return c;
-  } catch (const Error& e) {
-    // A rank whose setup failed reported its culprit before exiting, so the process table may
-    // show it dead beside that culprit, and its rank may be the first one looked at: its report
-    // names the rank that failed first (kill_test caught rank 3 naming rank 1, which had reported
-    // rank 2's death during setup and exited while rank 3 waited in this barrier).
-    if (auto report = bootstrap::reported_failure(*store, e.where())) throw *report;
-    bootstrap::report_failure(*store, e);  // ranks still setting up fail at once, naming the same
-    throw;
-  }
+  return Communicator(runtime::create_group(store, rank, size, options));
 }
 
 int Communicator::rank() const { return checked(impl_).rank; }
@@ -83,14 +54,9 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.count(out, in.count, "output", "all_reduce output has the input's count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
-  const algo::Args args{.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
-                        .op = op};
-  const algo::Collective coll = algo::Collective::all_reduce;
-  const algo::Algorithm& a = c.choose(coll, in.bytes());
-  if (a.immediate && in.count > 0) {
-    if (auto done = c.small_all_reduce_now(in, out, op)) return *done;
-  }
-  return queue(c, coll, a, -1, in, int(op), in.bytes(), args);
+  return runtime::call(c, algo::Collective::all_reduce,
+                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
+                        .op = op});
 }
 
 Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
@@ -102,9 +68,9 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
-  return queue_chosen(c, algo::Collective::reduce_scatter, -1, in, int(op), in.bytes(),
-                      {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype,
-                       .op = op});
+  return runtime::call(c, algo::Collective::reduce_scatter,
+                       {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype,
+                        .op = op});
 }
 
 Work Communicator::all_gather(Buffer in, Buffer out) {
@@ -115,8 +81,8 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   check.same_dtype(in, out);
   check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
   check.no_overlap(in, out, in.data == at(out, in.count * c.rank));
-  return queue_chosen(c, algo::Collective::all_gather, -1, in, -1, out.bytes(),
-                      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
+  return runtime::call(c, algo::Collective::all_gather,
+                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
 }
 
 namespace {
@@ -151,16 +117,16 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                std::to_string(rc[c.rank]) + ")");
   }
   check.no_overlap(in, out, false);
-  const algo::Collective coll =
-      uniform ? algo::Collective::all_to_all : algo::Collective::all_to_allv;
+  if (uniform) {
+    return runtime::call(c, algo::Collective::all_to_all,
+                         {.in = in.data, .out = out.data, .count = sc[0], .dtype = in.dtype});
+  }
+  const algo::Collective coll = algo::Collective::all_to_allv;
   const algo::Algorithm& a = c.choose(coll, in.bytes());
-  return c.collective(algo::collective_name(coll).data(), -1, in, -1, in.bytes(),
-                      [=, &a](algo::Exec& e) {
-                        a.run(e, {.in = in.data, .out = out.data, .count = uniform ? sc[0] : 0,
-                                  .dtype = in.dtype, .send_counts = sc.data(),
-                                  .send_displs = sd.data(), .recv_counts = rc.data(),
-                                  .recv_displs = rd.data()});
-                      });
+  return c.collective("all_to_allv", -1, in, -1, in.bytes(), [=, &a](algo::Exec& e) {
+    a.run(e, {.in = in.data, .out = out.data, .dtype = in.dtype, .send_counts = sc.data(),
+              .send_displs = sd.data(), .recv_counts = rc.data(), .recv_displs = rd.data()});
+  });
 }
 
 }  // namespace
@@ -198,12 +164,9 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
     check.count(out, in.count, "output", "broadcast output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  const algo::Algorithm& a = c.choose(algo::Collective::broadcast, out.bytes());
-  const algo::Args args{.out = out.data, .count = out.count, .dtype = out.dtype, .root = root};
-  return c.collective("broadcast", root, out, -1, out.bytes(), [=, &a](algo::Exec& e) {
-    if (is_root && in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
-    if (out.count > 0) a.run(e, args);
-  });
+  return runtime::call(c, algo::Collective::broadcast,
+                       {.in = is_root ? in.data : out.data, .out = out.data, .count = out.count,
+                        .dtype = out.dtype, .root = root});
 }
 
 Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
@@ -219,9 +182,9 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
     check.count(out, in.count, "output", "reduce output has the input's count");
     check.no_overlap(in, out, in.data == out.data);
   }
-  return queue_chosen(c, algo::Collective::reduce, root, in, int(op), in.bytes(),
-                      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
-                       .op = op, .root = root});
+  return runtime::call(c, algo::Collective::reduce,
+                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
+                        .op = op, .root = root});
 }
 
 Work Communicator::gather(Buffer in, Buffer out, int root) {
@@ -276,7 +239,7 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
 
 Work Communicator::barrier() {
   auto& c = checked(impl_);
-  return c.collective("barrier", -1, Buffer{}, -1, 0, [](algo::Exec& e) { algo::dissemination_barrier(e.p2p); });
+  return runtime::barrier(c);
 }
 
 Communicator Communicator::split(int color, int key, const CommOptions& options) {

@@ -118,8 +118,8 @@ void Communicator::Impl::run_legs(algo::Collective c, const algo::Args& a,
     }
   } catch (const Error& sub) {
     const Error mine = as_group_failure(sub, where, deadline);
-    h.local.abort();
-    h.rail.abort();
+    h.local->abort();
+    h.rail->abort();
     throw mine;
   }
 }
@@ -149,8 +149,8 @@ void Communicator::Impl::abort() {
   // The group first, so that a hierarchical collective whose legs end below reports this abort.
   health_->abort();
   if (subgroups_) {
-    subgroups_->local.abort();
-    subgroups_->rail.abort();
+    subgroups_->local->abort();
+    subgroups_->rail->abort();
   }
   queue_->abort();
 }

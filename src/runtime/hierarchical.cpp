@@ -5,6 +5,8 @@
 
 #include "algorithms/algorithms.hpp"
 #include "kernels/reduce_kernels.hpp"
+#include "runtime/calls.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -19,6 +21,37 @@ constexpr size_t kShardedBytes = 64 << 10;
 
 Buffer view(const void* p, size_t first, size_t count, DataType dt) {
   return Buffer{static_cast<uint8_t*>(const_cast<void*>(p)) + first * dtype_size(dt), count, dt};
+}
+
+// The legs: collectives on the node and rail groups' own state (runtime/calls.hpp), with the
+// arguments this file builds, so the public API's checks are not run again.
+Work all_reduce(Group& g, Buffer in, Buffer out, ReduceOp op) {
+  return call(g, algo::Collective::all_reduce,
+              {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op});
+}
+Work all_reduce(Group& g, Buffer inout, ReduceOp op) { return all_reduce(g, inout, inout, op); }
+Work reduce_scatter(Group& g, Buffer in, Buffer out, ReduceOp op) {
+  return call(g, algo::Collective::reduce_scatter,
+              {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op});
+}
+Work reduce(Group& g, Buffer in, Buffer out, ReduceOp op, int root) {
+  return call(g, algo::Collective::reduce,
+              {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op,
+               .root = root});
+}
+Work all_gather(Group& g, Buffer in, Buffer out) {
+  return call(g, algo::Collective::all_gather,
+              {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
+}
+Work broadcast(Group& g, Buffer inout, int root) {
+  return call(g, algo::Collective::broadcast,
+              {.in = inout.data, .out = inout.data, .count = inout.count, .dtype = inout.dtype,
+               .root = root});
+}
+Work all_to_all(Group& g, Buffer in, Buffer out) {
+  return call(g, algo::Collective::all_to_all,
+              {.in = in.data, .out = out.data, .count = in.count / size_t(g.size),
+               .dtype = in.dtype});
 }
 
 void wait(const Work& w, Clock::time_point deadline) {
@@ -40,16 +73,16 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
   if (count == 0) return;
   const ReduceOp leg_op = op == ReduceOp::avg ? ReduceOp::sum : op;
   const size_t es = dtype_size(dt);
-  const int local_size = h.local.size();
+  const int local_size = h.local->size;
   const int rails = int(h.layout.smallest());
   const size_t chunk = std::max<size_t>(kChunkBytes / es / size_t(rails), 1) * size_t(rails);
   if (count * es < kShardedBytes) {
     // Latency-bound: every local rank gets the node's sum from shared memory, then every full
     // rail all-reduces it across the nodes (same inputs, same schedule: the same bits on every
     // rail); ranks beyond the smallest node's size take rank 0's result.
-    wait(h.local.all_reduce(view(in, 0, count, dt), view(out, 0, count, dt), leg_op), deadline);
-    if (h.local_rank < rails) wait(h.rail.all_reduce(view(out, 0, count, dt), leg_op), deadline);
-    if (!h.layout.even()) wait(h.local.broadcast(view(out, 0, count, dt), 0), deadline);
+    wait(all_reduce(*h.local, view(in, 0, count, dt), view(out, 0, count, dt), leg_op), deadline);
+    if (h.local_rank < rails) wait(all_reduce(*h.rail, view(out, 0, count, dt), leg_op), deadline);
+    if (!h.layout.even()) wait(broadcast(*h.local, view(out, 0, count, dt), 0), deadline);
     if (op == ReduceOp::avg) kernels::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
     return;
   }
@@ -58,13 +91,13 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
   auto reduce_in_node = [&](Chunk& c) {
     kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
-      c.pending.push_back(h.local.reduce_scatter(
+      c.pending.push_back(reduce_scatter(*h.local, 
           view(in, c.first, c.count, dt),
           view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt), leg_op));
       return;
     }
     for (int s = 0; s < c.shards; ++s) {
-      c.pending.push_back(h.local.reduce(view(in, c.first + b.offset(s), b.count(s), dt),
+      c.pending.push_back(reduce(*h.local, view(in, c.first + b.offset(s), b.count(s), dt),
                                          view(out, c.first + b.offset(s), b.count(s), dt),
                                          leg_op, s));
     }
@@ -74,7 +107,7 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
     if (h.local_rank >= c.shards) return;
     kernels::Blocks b{c.count, c.shards};
     c.pending.push_back(
-        h.rail.all_reduce(view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt),
+        all_reduce(*h.rail, view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt),
                           leg_op));
   };
   // Leg 3: every shard back to every local rank.
@@ -82,12 +115,12 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
     kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
       const size_t each = c.count / size_t(local_size);
-      c.pending.push_back(h.local.all_gather(
+      c.pending.push_back(all_gather(*h.local, 
           view(out, c.first + each * size_t(h.local_rank), each, dt), view(out, c.first, c.count, dt)));
       return;
     }
     for (int s = 0; s < c.shards; ++s)
-      c.pending.push_back(h.local.broadcast(view(out, c.first + b.offset(s), b.count(s), dt), s));
+      c.pending.push_back(broadcast(*h.local, view(out, c.first + b.offset(s), b.count(s), dt), s));
   };
   auto finish = [&](Chunk& c) {
     for (const Work& w : c.pending) wait(w, deadline);
@@ -123,12 +156,12 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
 void hierarchical_all_gather(SubGroups& h, const void* in, void* out, size_t count, DataType dt,
                              Clock::time_point deadline) {
   const size_t bytes = count * dtype_size(dt);
-  const size_t nodes = h.layout.nodes(), local = size_t(h.local.size());
+  const size_t nodes = h.layout.nodes(), local = size_t(h.local->size);
   uint8_t* across = h.scratch_of(bytes * nodes * (local + 1));
   uint8_t* everything = across + bytes * nodes;  // [local rank][node] blocks
   // My local index's inputs from every node, then every local index's from my node's peers.
-  wait(h.rail.all_gather(view(in, 0, count, dt), view(across, 0, count * nodes, dt)), deadline);
-  wait(h.local.all_gather(view(across, 0, count * nodes, dt),
+  wait(all_gather(*h.rail, view(in, 0, count, dt), view(across, 0, count * nodes, dt)), deadline);
+  wait(all_gather(*h.local, view(across, 0, count * nodes, dt),
                           view(everything, 0, count * nodes * local, dt)),
        deadline);
   for (size_t j = 0; j < local; ++j)
@@ -141,7 +174,7 @@ void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t
                                  DataType dt, ReduceOp op, Clock::time_point deadline) {
   const ReduceOp leg_op = op == ReduceOp::avg ? ReduceOp::sum : op;
   const size_t bytes = count * dtype_size(dt);
-  const size_t nodes = h.layout.nodes(), local = size_t(h.local.size());
+  const size_t nodes = h.layout.nodes(), local = size_t(h.local->size);
   uint8_t* by_local = h.scratch_of(bytes * nodes * (local + 1));  // [local rank][node] blocks
   uint8_t* mine = by_local + bytes * nodes * local;                // [node] blocks
   for (size_t j = 0; j < local; ++j)
@@ -149,10 +182,10 @@ void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t
       std::memcpy(by_local + (j * nodes + m) * bytes,
                   static_cast<const uint8_t*>(in) + size_t(h.layout.ranks_of[m][j]) * bytes, bytes);
   // Sum over my node of the blocks of every rank with my local index, then over the nodes.
-  wait(h.local.reduce_scatter(view(by_local, 0, count * nodes * local, dt),
+  wait(reduce_scatter(*h.local, view(by_local, 0, count * nodes * local, dt),
                               view(mine, 0, count * nodes, dt), leg_op),
        deadline);
-  wait(h.rail.reduce_scatter(view(mine, 0, count * nodes, dt), view(out, 0, count, dt), leg_op),
+  wait(reduce_scatter(*h.rail, view(mine, 0, count * nodes, dt), view(out, 0, count, dt), leg_op),
        deadline);
   if (op == ReduceOp::avg) kernels::divide_by(out, count, dt, int(h.layout.node_of_rank.size()));
 }
@@ -160,7 +193,7 @@ void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t
 void hierarchical_all_to_all(SubGroups& h, const void* in, void* out, size_t count, DataType dt,
                              Clock::time_point deadline) {
   const size_t bytes = count * dtype_size(dt);
-  const size_t nodes = h.layout.nodes(), local = size_t(h.local.size()), n = nodes * local;
+  const size_t nodes = h.layout.nodes(), local = size_t(h.local->size), n = nodes * local;
   const auto& ranks_of = h.layout.ranks_of;
   uint8_t* a = h.scratch_of(2 * n * bytes);
   uint8_t* b = a + n * bytes;
@@ -170,13 +203,13 @@ void hierarchical_all_to_all(SubGroups& h, const void* in, void* out, size_t cou
   for (size_t j = 0; j < local; ++j)
     for (size_t m = 0; m < nodes; ++m)
       std::memcpy(a + (j * nodes + m) * bytes, block(in, size_t(ranks_of[m][j])), bytes);
-  wait(h.local.all_to_all(view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
+  wait(all_to_all(*h.local, view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
   // a[m][i] = b[i][m]: everything my node sends to rail peer m; the rail exchange gives b[m][i]:
   // the block from (m, i) to me.
   for (size_t m = 0; m < nodes; ++m)
     for (size_t i = 0; i < local; ++i)
       std::memcpy(a + (m * local + i) * bytes, b + (i * nodes + m) * bytes, bytes);
-  wait(h.rail.all_to_all(view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
+  wait(all_to_all(*h.rail, view(a, 0, n * count, dt), view(b, 0, n * count, dt)), deadline);
   for (size_t m = 0; m < nodes; ++m)
     for (size_t i = 0; i < local; ++i)
       std::memcpy(static_cast<uint8_t*>(out) + size_t(ranks_of[m][i]) * bytes,

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "runtime/calls.hpp"
+#include "runtime/communicator_impl.hpp"
+
 namespace strata::runtime {
 
 NodeLayout::NodeLayout(std::vector<int> of) : node_of_rank(std::move(of)) {
@@ -62,16 +65,15 @@ SubGroups::SubGroups(const NodeLayout& l, int rank, const std::shared_ptr<Store>
   CommOptions opts;
   opts.timeout = timeout;
   opts.name = name + "/local" + std::to_string(node);
-  local = Communicator::create(
-      std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(node)), local_rank,
-      int(mine.size()), opts);
+  local = create_group(std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(node)),
+                       local_rank, int(mine.size()), opts);
   opts.name = name + "/rail" + std::to_string(local_rank);
   try {
-    rail = Communicator::create(
+    rail = create_group(
         std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
         rail_rank, rail_size, opts);
   } catch (const Error&) {
-    local.abort();  // my node's ranks may already wait on me in it
+    local->abort();  // my node's ranks may already wait on me in it
     throw;
   }
 }

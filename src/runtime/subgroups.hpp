@@ -36,8 +36,9 @@ struct SubGroups {
   NodeLayout layout;
   int node = 0;        ///< my node's index
   int local_rank = 0;  ///< my index among my node's ranks
-  Communicator local;  ///< my node's ranks, in group order
-  Communicator rail;   ///< one rank per node (those with my local index), in node order
+  /// My node's ranks, in group order, and one rank per node (those with my local index), in node
+  /// order: groups' own state, called without the public API (runtime/calls.hpp).
+  std::shared_ptr<Communicator::Impl> local, rail;
   std::vector<uint8_t> scratch;  ///< reused by the collectives that permute blocks
 
   /// Creates `local` and `rail` over sub-stores of `store`. Collective over the group: every

@@ -1,0 +1,27 @@
+// Collectives on a group's state (Communicator::Impl) without the public API's argument checks:
+// the public Communicator calls these once its Checker has passed, and the hierarchical
+// algorithms call them on their node and rail groups with arguments they built themselves. The
+// registry chooses each call's algorithm.
+#pragma once
+
+#include <memory>
+
+#include "algorithms/registry.hpp"
+#include "strata/communicator.hpp"
+
+namespace strata::runtime {
+
+using Group = Communicator::Impl;
+
+/// Queues collective `coll` on `g` (counts as algo::Args says; all_to_allv is the public API's
+/// own). all_reduce may complete inside the call (the immediate path); broadcast's root copies
+/// its input to its output first.
+Work call(Group& g, algo::Collective coll, const algo::Args& a);
+/// The group's barrier (dissemination).
+Work barrier(Group& g);
+/// A group's state: what Communicator::create makes once its arguments are checked. Collective:
+/// every rank meets in a barrier before it returns; a rank that fails reports why in `store`.
+std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,
+                                    const CommOptions& options);
+
+}  // namespace strata::runtime
