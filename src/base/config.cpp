@@ -1,6 +1,10 @@
 #include "base/config.hpp"
 
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <iomanip>
+#include <sstream>
 #include <string>
 
 #include "strata/error.hpp"
@@ -8,14 +12,20 @@
 namespace strata {
 namespace {
 
-double number(const char* name, double fallback) {
+// A number variable: its value when set, else `fallback`. Anything but a finite number in
+// [lo, hi] (and a whole one where `whole`) is refused, naming the variable, its value and the
+// range: nan, inf or 1e30 seconds must not reach a deadline's arithmetic.
+double number(const char* name, double fallback, double lo, double hi, bool whole = true) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
-  double d = std::strtod(v, &end);
-  if (*end != '\0' || d < 0) {
+  const double d = std::strtod(v, &end);
+  const bool is_number = end != v && *end == '\0' && !std::isspace(static_cast<unsigned char>(*v));
+  if (!is_number || !std::isfinite(d) || d < lo || d > hi || (whole && d != std::floor(d))) {
+    std::ostringstream range;
+    range << std::setprecision(12) << (whole ? "a whole number" : "a number") << " from " << lo << " to " << hi;
     throw Error(ErrorCode::invalid_argument, {.op = "config"},
-                std::string(name) + "='" + v + "' is not a non-negative number");
+                std::string(name) + "='" + v + "' is not " + range.str());
   }
   return d;
 }
@@ -27,18 +37,17 @@ std::string text(const char* name) {
 
 Config load() {
   Config c;
-  c.timeout = std::chrono::milliseconds(int64_t(number("STRATA_TIMEOUT", 300) * 1000));
-  c.spin = std::chrono::microseconds(int64_t(number("STRATA_SPIN_US", 20000)));
-  c.progress_delay = std::chrono::microseconds(int64_t(number("STRATA_PROGRESS_DELAY_US", 50)));
+  // Seconds: at least a millisecond, at most 30 days (far from int64 milliseconds' overflow).
+  c.timeout = std::chrono::milliseconds(
+      int64_t(number("STRATA_TIMEOUT", 300, 0.001, 30 * 86400, false) * 1000));
+  c.spin = std::chrono::microseconds(int64_t(number("STRATA_SPIN_US", 20000, 0, 1e7)));
+  c.progress_delay =
+      std::chrono::microseconds(int64_t(number("STRATA_PROGRESS_DELAY_US", 50, 0, 1e7)));
   c.algo = text("STRATA_ALGO");
   c.store_addr = text("STRATA_STORE_ADDR");
-  c.shm = number("STRATA_SHM", 1) != 0;
-  c.shm_chunk_bytes = size_t(number("STRATA_SHM_CHUNK", 256 * 1024));
-  c.shm_depth = int(number("STRATA_SHM_DEPTH", 4));
-  if (c.shm_chunk_bytes < 4096 || c.shm_depth < 2) {
-    throw Error(ErrorCode::invalid_argument, {.op = "config"},
-                "STRATA_SHM_CHUNK must be >= 4096 and STRATA_SHM_DEPTH >= 2");
-  }
+  c.shm = number("STRATA_SHM", 1, 0, 1) != 0;
+  c.shm_chunk_bytes = size_t(number("STRATA_SHM_CHUNK", 256 * 1024, 4096, 1 << 30));
+  c.shm_depth = int(number("STRATA_SHM_DEPTH", 4, 2, 64));
   // STRATA_SHM_STORES is the variable's former name, still read when the new one is unset.
   std::string mode = text("STRATA_SHM_WRITE_MODE");
   const char* name = "STRATA_SHM_WRITE_MODE";
@@ -54,9 +63,9 @@ Config load() {
   }
   c.node_id = text("STRATA_NODE_ID");
   c.topo_file = text("STRATA_TOPO_FILE");
-  c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128));
+  c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128, 0, 1 << 20));
   c.dump_dir = text("STRATA_DUMP_DIR");
-  c.check = number("STRATA_CHECK", 0) != 0;
+  c.check = number("STRATA_CHECK", 0, 0, 1) != 0;
   return c;
 }
 
