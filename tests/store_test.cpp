@@ -444,7 +444,9 @@ TEST(TcpStore, WrongTokenIsRefusedCountedAndLoggedWhileGoodClientsCarryOn) {
   good.set("a", bytes("1"));
   StderrCapture log;
   const uint64_t before = server.rejected_connections();
-  auto msg = error_of(ErrorCode::peer_failure,
+  // Refused, not gone: a client misconfigured for this store (invalid_argument), not a peer
+  // failure that would blame the store's rank.
+  auto msg = error_of(ErrorCode::invalid_argument,
                       [&] { TcpStore bad(opts(server.port(), "not-the-token")); });
   EXPECT_TRUE(contains(msg, "wrong job token")) << msg;
   EXPECT_TRUE(contains(msg, "127.0.0.1:" + std::to_string(server.port()))) << msg;

@@ -56,7 +56,15 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
   // cores: with `mpirun --bind-to core` every rank sees one CPU, yet two ranks on two cores do
   // not take turns.
   const std::string me = node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode() +
-                         "\n" + my_cpus() + "\n" + links;
+                         "\n" + my_cpus() + "\n" + links + "\n" + std::to_string(size);
+  // Two processes given one rank (a RANK set twice): the second to claim it is told, and its
+  // report ends the others' waits (Communicator creation reports a failed setup in the store).
+  if (store.add("claims/" + std::to_string(rank), 1) > 1) {
+    throw Error(ErrorCode::invalid_argument, where,
+                "rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                    " is claimed by two processes (this one: pid " + std::to_string(getpid()) +
+                    " on " + node_identity() + "); is RANK set twice?");
+  }
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
   const std::string my_kernel = boot_id();
   std::vector<std::string> seen;
@@ -66,12 +74,21 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
     Bytes b = get_published(store, "node/" + std::to_string(r), r, "its node identity", where,
                             timeout);
     std::istringstream text(std::string(b.begin(), b.end()));
-    std::string id, kernel, process, cpu_list, rank_links;
+    std::string id, kernel, process, cpu_list, rank_links, rank_size;
     std::getline(text, id);
     std::getline(text, kernel);
     std::getline(text, process);
     std::getline(text, cpu_list);
     std::getline(text, rank_links);
+    std::getline(text, rank_size);
+    if (rank_size != std::to_string(size)) {
+      ErrorContext w = where;
+      w.peer = r;
+      throw Error(ErrorCode::invalid_argument, w,
+                  "rank " + std::to_string(r) + " was started with a world of " + rank_size +
+                      " ranks, this rank with " + std::to_string(size) +
+                      "; is WORLD_SIZE the same everywhere?");
+    }
     auto it = std::find(seen.begin(), seen.end(), id);
     info.node_of_rank.push_back(int(it - seen.begin()));
     if (it == seen.end()) seen.push_back(id);

@@ -211,9 +211,16 @@ void TcpStore::Impl::connect_locked(const char* op) {
   }
   disconnect();
   if (io == Io::done && reply.type == Type::error) {
-    throw Error(ErrorCode::peer_failure, store::at(op),
-                "the store at " + server_ +
-                    " refused this client: " + std::string(reply.value.begin(), reply.value.end()));
+    // Refused, not gone: the store is up and this client is wrong for it.
+    const std::string reason(reply.value.begin(), reply.value.end());
+    throw Error(ErrorCode::invalid_argument, store::at(op),
+                "the store at " + server_ + " refused this client: " + reason +
+                    (reason == "wrong job token"
+                         ? " (every rank of a job needs the same STRATA_JOB_TOKEN; without one it "
+                           "is derived from MASTER_ADDR, MASTER_PORT, WORLD_SIZE and "
+                           "TORCHELASTIC_RUN_ID, so one of these differs between ranks, or this "
+                           "rank reached another job's store)"
+                         : ""));
   }
   if (io == Io::closed) {
     throw Error(ErrorCode::peer_failure, store::at(op),
