@@ -204,11 +204,7 @@ void JobTopology::save(const std::string& path) const {
 }
 
 JobTopology JobTopology::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) topo::fail(path + ": cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_xml(text.str(), path);
+  return from_xml(topo::read_topology_file(path), path);
 }
 
 }  // namespace strata

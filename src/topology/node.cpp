@@ -1,8 +1,6 @@
 // NodeTopology's look-ups, and where a node comes from: STRATA_TOPO_FILE, a file, or the live
 // machine.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include "bootstrap/node_identity.hpp"
@@ -67,20 +65,8 @@ int NodeTopology::nearest_nic(const std::string& cpus, int spread) const {
   return ranked[size_t(spread < 0 ? 0 : spread) % equal].second;
 }
 
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) topo::fail(path + ": cannot open the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 NodeTopology load_node(const std::string& path) {
-  std::string text = read_file(path);
+  const std::string text = topo::read_topology_file(path);
   std::string root = topo::root_element_name(text);
   if (root == "topology") return topo::load_hwloc_file(path);
   if (root == "system") return topo::load_nccl_xml(text, path);

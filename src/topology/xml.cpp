@@ -6,6 +6,7 @@
 #include <libxml/tree.h>
 #include <libxml/xmlreader.h>
 
+#include <fstream>
 #include <memory>
 
 #include "topology/errors.hpp"
@@ -116,6 +117,22 @@ std::string xml_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string read_topology_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path + ": cannot open the file");
+  std::string text;
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    if (text.size() > kMaxTopologyFileBytes) {
+      fail(path + ": larger than " + std::to_string(kMaxTopologyFileBytes >> 20) +
+           " MiB, which no topology file is");
+    }
+  }
+  if (in.bad()) fail(path + ": cannot read the file");
+  return text;
 }
 
 }  // namespace strata::topo

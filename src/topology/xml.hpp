@@ -22,6 +22,14 @@ struct XmlElement {
   std::string get(std::string_view key, std::string_view fallback = {}) const;
 };
 
+/// The most a topology file may hold: the largest real ones (a DGX-2's hwloc XML) are under 1 MiB.
+constexpr size_t kMaxTopologyFileBytes = 64 << 20;
+
+/// The text of the topology file at `path`, read up to kMaxTopologyFileBytes: a longer file
+/// (`/dev/zero`, a log given by mistake) is refused, as is one that cannot be opened, naming the
+/// path. Throws strata::Error(invalid_argument).
+std::string read_topology_file(const std::string& path);
+
 /// Parses a whole document. Throws strata::Error(invalid_argument): "<source>: line N: <what>".
 XmlElement parse_xml(std::string_view text, const std::string& source);
 
