@@ -133,11 +133,14 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
 
 Work Communicator::all_to_all(Buffer in, Buffer out) {
   auto& c = checked(impl_);
+  runtime::Checker check(c.context("all_to_all"));
   if (in.count % c.size != 0) {
-    runtime::Checker(c.context("all_to_all"))
-        .fail("input count " + std::to_string(in.count) + " is not a multiple of the group size " +
-              std::to_string(c.size));
+    check.fail("input count " + std::to_string(in.count) + " is not a multiple of the group size " +
+               std::to_string(c.size));
   }
+  // Equal blocks both ways: an output of another size would leave part of it unwritten (or be
+  // written past, by the segment's path, which moves whole blocks).
+  check.count(out, in.count, "output", "all_to_all output has the input's count");
   const size_t block = in.count / c.size;
   std::vector<size_t> counts(c.size, block), displs(c.size);
   for (int i = 0; i < c.size; ++i) displs[i] = block * i;

@@ -51,6 +51,11 @@ TEST(BadArguments, CountAndDtypeMismatch) {
     expect_error([&] { w.all_to_all(buffer(odd), buffer(odd)); }, ErrorCode::invalid_argument,
                  {"not a multiple of the group size"});
   }
+  // All-to-all moves equal blocks both ways: a larger output is refused as a smaller one is.
+  std::vector<float> blocks(2 * w.size()), more(2 * w.size() + 2);
+  expect_error([&] { w.all_to_all(buffer(blocks), buffer(more)); }, ErrorCode::invalid_argument,
+               {"all_to_all", "output has " + std::to_string(more.size()) + " elements, expected " +
+                                  std::to_string(blocks.size())});
 }
 
 TEST(BadArguments, PeerAndRootOutOfRange) {
