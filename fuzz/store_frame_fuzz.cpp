@@ -14,7 +14,7 @@ namespace {
 
 bool same(const Message& a, const Message& b) {
   return a.type == b.type && a.key == b.key && a.value == b.value && a.number == b.number &&
-         a.keys == b.keys;
+         a.keys == b.keys && a.timeout_ms == b.timeout_ms;
 }
 
 }  // namespace

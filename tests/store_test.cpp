@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "store/refusal_log.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 
@@ -110,8 +111,10 @@ std::vector<uint8_t> set_frame(const std::string& k, const Bytes& v) {
   put_le(len, v.size(), 4);
   return frame(store::Type::set, key_field(k) + len + v);
 }
-std::vector<uint8_t> get_frame(const std::string& k) {
-  return frame(store::Type::get, key_field(k));
+std::vector<uint8_t> get_frame(const std::string& k, uint32_t timeout_ms = 60000) {
+  std::vector<uint8_t> t;
+  put_le(t, timeout_ms, 4);
+  return frame(store::Type::get, key_field(k) + t);
 }
 std::vector<uint8_t> add_frame(const std::string& k, int64_t d) {
   std::vector<uint8_t> delta;
@@ -120,6 +123,7 @@ std::vector<uint8_t> add_frame(const std::string& k, int64_t d) {
 }
 std::vector<uint8_t> wait_frame(const std::vector<std::string>& keys) {
   std::vector<uint8_t> p;
+  put_le(p, 60000, 4);  // timeout in ms
   put_le(p, keys.size(), 4);
   for (const auto& k : keys) p = p + key_field(k);
   return frame(store::Type::wait, p);
@@ -459,9 +463,8 @@ TEST(TcpStore, WrongTokenIsRefusedCountedAndLoggedWhileGoodClientsCarryOn) {
   }
 }
 
+// Each case on a server of its own, so that its refusal is the first of its cause and logged.
 TEST(TcpStore, MalformedFramesCloseOnlyThatConnection) {
-  TcpStoreServer server(opts(0));
-  TcpStore good(opts(server.port()));
   const auto hello = hello_frame();
   std::vector<uint8_t> four_bytes;
   put_le(four_bytes, 1000, 4);
@@ -475,26 +478,29 @@ TEST(TcpStore, MalformedFramesCloseOnlyThatConnection) {
       {"bad magic", header(0xdeadbeef, 1, 1, 0), "bad magic 0xdeadbeef"},
       {"bad version", header(store::kMagic, 7, 1, uint32_t(kToken.size())) + bytes(kToken),
        "protocol version 7"},
-      {"unknown type", header(store::kMagic, 1, 99, 0), "unknown message type 99"},
-      {"oversized HELLO", header(store::kMagic, 1, 1, 1u << 20), "over its limit"},
-      {"oversized SET", hello + header(store::kMagic, 1, 2, 0xffffffffu), "over its limit"},
-      {"oversized GET", hello + header(store::kMagic, 1, 3, 5000), "over its limit"},
+      {"unknown type", header(store::kMagic, store::kVersion, 99, 0), "unknown message type 99"},
+      {"oversized HELLO", header(store::kMagic, store::kVersion, 1, 1u << 20), "over its limit"},
+      {"oversized SET", hello + header(store::kMagic, store::kVersion, 2, 0xffffffffu), "over its limit"},
+      {"oversized GET", hello + header(store::kMagic, store::kVersion, 3, 5000), "over its limit"},
       {"request before HELLO", get_frame("a"), "GET before HELLO"},
       {"reply type from a client", hello + frame(store::Type::ok, {}), "unexpected OK"},
       {"second HELLO", hello + hello, "unexpected HELLO"},
       {"key length past the end", hello + frame(store::Type::set, {200, 0, 0, 0, 'k'}),
        "malformed SET payload of 5 bytes"},
-      {"trailing bytes", hello + frame(store::Type::get, key_field("a") + Bytes{0}),
+      {"trailing bytes", hello + frame(store::Type::get, key_field("a") + Bytes{0, 0, 0, 0, 0}),
        "malformed GET"},
       {"key over 4 KiB",
        hello + frame(store::Type::set, key_field(std::string(4097, 'k')) + Bytes(4, 0)),
        "malformed SET payload of 4105 bytes"},
-      {"WAIT count past the end", hello + frame(store::Type::wait, four_bytes), "malformed WAIT"},
+      {"WAIT count past the end", hello + frame(store::Type::wait, four_bytes + four_bytes),
+       "malformed WAIT"},
       {"ADD without its delta", hello + frame(store::Type::add, key_field("a")), "malformed ADD"},
   };
   StderrCapture log;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
+    TcpStoreServer server(opts(0));
+    TcpStore good(opts(server.port()));
     const uint64_t before = server.rejected_connections();
     const size_t logged_before = log.text().size();
     Raw r(server.port());
@@ -539,7 +545,8 @@ TEST(TcpStore, AFrameCutShortByACloseIsCounted) {
     EXPECT_EQ(good.get("k", 2s), bytes("v"));
   }
   if (warnings_logged()) {
-    EXPECT_EQ(log.lines_with({"WARN", kRefused, "middle of a frame"}).size(), 3u) << log.text();
+    // The first is logged, the others counted (RefusalsAreLoggedOncePerCauseWithACount).
+    EXPECT_EQ(log.lines_with({"WARN", kRefused, "middle of a frame"}).size(), 1u) << log.text();
   }
 }
 
@@ -588,7 +595,7 @@ TEST(TcpStore, SilentAndHalfSentConnectionsStallNobodyAndUnauthenticatedOnesExpi
   EXPECT_EQ(half_set.read(kOkFrame.size()), kOkFrame);
   EXPECT_EQ(good.get("from-raw", 1s), bytes("finished"));
   if (warnings_logged()) {
-    EXPECT_EQ(log.lines_with({"WARN", kRefused, "no HELLO within 10 s"}).size(), 3u) << log.text();
+    EXPECT_EQ(log.lines_with({"WARN", kRefused, "no HELLO within 10 s"}).size(), 1u) << log.text();
   }
 }
 
@@ -599,7 +606,7 @@ TEST(TcpStore, FuzzTenThousandMalformedMessages) {
   TcpStoreServer server(opts(0));
   TcpStore good(opts(server.port()));
   good.set("fuzz/present", bytes("value"));
-  const auto value_reply = header(store::kMagic, 1, 17, 5) + bytes("value");
+  const auto value_reply = header(store::kMagic, store::kVersion, 17, 5) + bytes("value");
   StderrCapture log;
   std::mt19937_64 rng(20240611);
   auto below = [&](uint64_t n) { return size_t(rng() % n); };
@@ -646,17 +653,18 @@ TEST(TcpStore, FuzzTenThousandMalformedMessages) {
         f = f + noise(1 + below(8));
         fix_length(f);
         break;
-      default: {
+      default: {  // WAIT's first field is its timeout, its key count the second
+        const size_t at = f[6] == uint8_t(store::Type::wait) ? 16 : 12;
         const uint32_t lie = uint32_t(payload + 1 + below(100000));
-        for (int i = 0; i < 4; ++i) f[12 + i] = uint8_t(lie >> (8 * i));
+        for (int i = 0; i < 4; ++i) f[at + i] = uint8_t(lie >> (8 * i));
       }
     }
     return f;
   };
   auto bad_header = [&]() {
-    const uint16_t good_types[] = {1, 2, 3, 4, 5, 16, 17, 18, 19};
+    const uint16_t good_types[] = {1, 2, 3, 4, 5, 6, 16, 17, 18, 19, 20};
     uint32_t magic = store::kMagic;
-    uint16_t version = store::kVersion, type = good_types[below(9)];
+    uint16_t version = store::kVersion, type = good_types[below(11)];
     uint32_t length = 0;
     switch (below(4)) {
       case 0:
@@ -664,10 +672,10 @@ TEST(TcpStore, FuzzTenThousandMalformedMessages) {
         if (magic == store::kMagic) magic ^= 2;
         break;
       case 1:
-        version = uint16_t(2 + below(65534));
+        version = uint16_t(store::kVersion + 1 + below(65000));
         break;
       case 2:
-        type = uint16_t(20 + below(65000));
+        type = uint16_t(21 + below(65000));
         break;
       default:
         length = uint32_t(store::max_payload(store::Type(type)) + 1 +
@@ -742,8 +750,13 @@ TEST(TcpStore, FuzzTenThousandMalformedMessages) {
   EXPECT_EQ(wrong_reply, 0);
   EXPECT_TRUE(eventually([&] { return server.rejected_connections() == before + must_refuse; }))
       << server.rejected_connections() - before << " refused, expected " << must_refuse;
-  if (warnings_logged()) {
-    EXPECT_EQ(log.lines_with({"WARN", kRefused}).size(), must_refuse);
+  if (warnings_logged()) {  // one line per cause, whatever the count
+    std::set<std::string> causes;
+    for (const auto& line : log.lines_with({"WARN", kRefused})) {
+      EXPECT_TRUE(causes.insert(line.substr(line.rfind('['))).second) << line;
+    }
+    EXPECT_GE(causes.size(), 3u);  // malformed, cut short, wrong token
+    EXPECT_LE(causes.size(), store::kRefusals);
   }
 
   // The server still answers correctly.
@@ -864,4 +877,97 @@ TEST(TcpStore, ACallAfterTheServerIsGoneFailsAtOnceInsteadOfRetryingToConnect) {
     EXPECT_TRUE(contains(e.what(), "is gone")) << e.what();
     EXPECT_TRUE(contains(e.what(), "127.0.0.1:" + std::to_string(port))) << e.what();
   }
+}
+
+TEST(TcpStore, RefusalsAreLoggedOncePerCauseWithACount) {
+  StderrCapture log;
+  {
+    TcpStoreServer server(opts(0));
+    for (int i = 0; i < 5; ++i) {
+      Raw r(server.port());
+      r.send(hello_frame("not the token"));
+      EXPECT_TRUE(r.closed_within(2s));
+    }
+    for (int i = 0; i < 3; ++i) {
+      Raw r(server.port());
+      r.send(bytes("GET / HTTP/1.1\r\n\r\n"));
+      EXPECT_TRUE(r.closed_within(2s));
+    }
+    EXPECT_TRUE(eventually([&] { return server.rejected_connections() == 8; }));
+  }  // the server's end logs what it only counted
+  if (!warnings_logged()) return;
+  EXPECT_EQ(log.lines_with({"WARN", kRefused}).size(), 2u) << log.text();
+  EXPECT_EQ(log.lines_with({"WARN", kRefused, "wrong job token"}).size(), 1u) << log.text();
+  EXPECT_EQ(log.lines_with({"WARN", kRefused, "bad magic"}).size(), 1u) << log.text();
+  EXPECT_EQ(log.lines_with({"WARN", "refused 4 more connections [wrong job token]"}).size(), 1u)
+      << log.text();
+  EXPECT_EQ(log.lines_with({"WARN", "refused 2 more connections [malformed"}).size(), 1u)
+      << log.text();
+}
+
+// 3,000 connections that never authenticate (a tenth of them sending garbage, re-opened when
+// refused) must not keep the job's clients out: new clients connect, and one that was already
+// connected keeps its connection (its WILL does not fire).
+TEST(TcpStore, AFloodOfUnauthenticatedConnectionsCrowdsOutNoClient) {
+  constexpr int kHeld = 3000;
+  TcpStoreServer server(opts(0));
+  TcpStore before_flood(opts(server.port())), watcher(opts(server.port()));
+  EXPECT_TRUE(before_flood.set_when_gone("gone/before", bytes("1")));
+  StderrCapture log;
+  std::atomic<bool> stop{false};
+  std::atomic<int> opened{0};
+  std::thread flood([&] {
+    std::vector<std::unique_ptr<Raw>> held;
+    for (int i = 0; !stop.load(); ++i) {
+      auto r = std::make_unique<Raw>(server.port());
+      if (i % 10 == 0) r->send(bytes("\x01garbage"));
+      held.push_back(std::move(r));
+      ++opened;
+      if (held.size() >= size_t(kHeld)) held.erase(held.begin());  // re-open the oldest
+    }
+  });
+  while (opened.load() < kHeld) std::this_thread::sleep_for(10ms);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    TcpStore c(opts(server.port()));
+    c.set("k" + std::to_string(i), bytes("v"));
+    EXPECT_EQ(c.add("clients", 1), i + 1);
+  }
+  const auto took = since(t0);
+  EXPECT_EQ(before_flood.get("k19", 1s), bytes("v"));
+  stop = true;
+  flood.join();
+  EXPECT_LT(took, 10s);
+  EXPECT_GT(opened.load(), kHeld);
+  EXPECT_GT(server.rejected_connections(), 0u);  // the flood's oldest were crowded out
+  error_of(ErrorCode::timeout, [&] { watcher.get("gone/before", 100ms); });
+  if (warnings_logged()) {
+    EXPECT_LE(log.lines_with({"WARN", kRefused}).size(), 2u) << log.text();
+    EXPECT_EQ(log.lines_with({"WARN", kRefused, "[too many unauthenticated"}).size(), 1u)
+        << log.text().substr(0, 4000);
+  }
+}
+
+TEST(TcpStore, ATimedOutGetKeepsItsConnectionAndAClosedOneSetsItsWill) {
+  TcpStoreServer server(opts(0));
+  TcpStore watcher(opts(server.port()));
+  {
+    TcpStore c(opts(server.port()));
+    EXPECT_TRUE(c.set_when_gone("gone/c", bytes("1")));
+    for (int i = 0; i < 3; ++i) {
+      error_of(ErrorCode::timeout, [&] { c.get("never", 50ms); });
+      error_of(ErrorCode::timeout, [&] { c.wait({"never", "nor"}, 50ms); });
+    }
+    error_of(ErrorCode::timeout, [&] { c.get("never", 0ms); });
+    // Had any timeout cost c its connection, its will would have come true.
+    error_of(ErrorCode::timeout, [&] { watcher.get("gone/c", 100ms); });
+    EXPECT_EQ(server.open_connections(), 2u);
+    EXPECT_EQ(c.add("n", 1), 1);
+  }
+  // Closing it (as its process's end would) sets the key, and wakes a waiter parked on it.
+  EXPECT_EQ(watcher.get("gone/c", 2s), bytes("1"));
+  EXPECT_EQ(watcher.add("gone/c", 0), 1);  // the form get_published polls
+  PrefixStore prefixed(std::make_shared<TcpStore>(opts(server.port())), "comm/");
+  EXPECT_TRUE(prefixed.set_when_gone("gone/7", bytes("1")));
+  EXPECT_EQ(server.rejected_connections(), 0u);
 }

@@ -27,6 +27,14 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   /// Waits until every key in `keys` is set.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  /// Asks the store to set `key` to `value` once this client is gone: its process exited or was
+  /// killed, or its connection to the store broke. This is how ranks waiting for a rank learn
+  /// that it died before it published what they wait for. Returns false when this store cannot
+  /// tell (the default); the waiters then learn of such a death only by their timeout.
+  virtual bool set_when_gone(const std::string& key, const Bytes& value) {
+    (void)key, (void)value;
+    return false;
+  }
 };
 
 /// Options of the TCP store. `token` authenticates every connection: connections that do not
@@ -69,6 +77,9 @@ class TcpStore final : public Store {
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  /// The server sets `key` when this client's connection closes (the process's exit closes it).
+  /// A client that reconnects after a failure has lost its connection, so its wishes came true.
+  bool set_when_gone(const std::string& key, const Bytes& value) override;
 
   class Impl;
 
@@ -84,6 +95,7 @@ class PrefixStore final : public Store {
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool set_when_gone(const std::string& key, const Bytes& value) override;
 
  private:
   std::shared_ptr<Store> base_;

@@ -60,6 +60,8 @@ bool in_slices(std::chrono::milliseconds timeout,
   }
 }
 
+std::string gone_key(int rank) { return "gone/" + std::to_string(rank); }
+
 Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
                     const ErrorContext& where, std::chrono::milliseconds timeout) {
   const std::string who = "rank " + std::to_string(owner);
@@ -67,12 +69,28 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
   w.peer = owner;
   Bytes value;
   std::optional<Error> report;  // another rank's failure, thrown as it reported it
+  bool gone = false;            // the owner's connection to the store closed
+  auto give_up = [&] {
+    if ((report = reported_failure(store, where))) return true;
+    try {
+      gone = store.add(gone_key(owner), 0) != 0;  // set_when_gone's '1' reads as a counter
+    } catch (const Error&) {
+    }
+    return gone;
+  };
   try {
     if (in_slices(timeout, [&](std::chrono::milliseconds slice) { value = store.get(key, slice); },
-                  [&] { return (report = reported_failure(store, where)).has_value(); })) {
+                  give_up)) {
       return value;
     }
+    // It may have published, then exited, between the last try and the check.
+    if (gone) return store.get(key, std::chrono::milliseconds(0));
   } catch (const Error& e) {
+    if (gone && e.code() == ErrorCode::timeout) {
+      throw Error(ErrorCode::peer_failure, w,
+                  who + " is gone: its connection to the job's store closed before it published " +
+                      what + " (its process exited or was killed; see its own output)");
+    }
     if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known
     if (e.code() == ErrorCode::timeout) {
       throw Error(ErrorCode::timeout, w,

@@ -4,7 +4,8 @@
 //
 // A rank whose setup fails because of another rank reports it in the store (report_failure), and
 // every rank waiting in get_published fails at once with that report: the survivors all name the
-// rank that died, not the rank that gave up first and so stopped publishing.
+// rank that died, not the rank that gave up first and so stopped publishing. A rank that dies
+// itself cannot report; the store reports for it (gone_key), on any node.
 #pragma once
 
 #include <chrono>
@@ -18,9 +19,14 @@
 namespace strata::bootstrap {
 
 /// store.get(key); a failure is rethrown with `where` (peer = `owner`) and says that rank `owner`
-/// was to publish `what` ("its UCX address"). Fails early when another rank reported a failure.
+/// was to publish `what` ("its UCX address"). Fails early when another rank reported a failure,
+/// or when `owner` is gone (its process ended after it claimed its rank: see gone_key).
 Bytes get_published(Store& store, const std::string& key, int owner, const std::string& what,
                     const ErrorContext& where, std::chrono::milliseconds timeout);
+
+/// The key a rank's claim asks the store to set when it is gone (Store::set_when_gone), so that
+/// the ranks waiting for what it would publish learn of its death at once.
+std::string gone_key(int rank);
 
 /// Runs `call(slice)`, a blocking store call that throws ErrorCode::timeout, in slices of at
 /// most 250 ms until it returns (true), `timeout` passes (its last timeout is rethrown), or

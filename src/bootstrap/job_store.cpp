@@ -56,6 +56,9 @@ class JobStore final : public Store {
   void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
     blame_rank0([&] { client_->wait(k, t); });
   }
+  bool set_when_gone(const std::string& k, const Bytes& v) override {
+    return blame_rank0([&] { return client_->set_when_gone(k, v); });
+  }
 
  private:
   std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client

@@ -65,6 +65,8 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
                     " is claimed by two processes (this one: pid " + std::to_string(getpid()) +
                     " on " + node_identity() + "); is RANK set twice?");
   }
+  // From here on a death of this process is seen by the ranks that wait for it (get_published).
+  store.set_when_gone(gone_key(rank), Bytes{'1'});
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));
   const std::string my_kernel = boot_id();
   std::vector<std::string> seen;

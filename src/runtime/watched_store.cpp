@@ -30,4 +30,8 @@ void WatchedStore::wait(const std::vector<std::string>& keys, std::chrono::milli
   watched(timeout, [&](std::chrono::milliseconds slice) { base_->wait(keys, slice); });
 }
 
+bool WatchedStore::set_when_gone(const std::string& key, const Bytes& value) {
+  return base_->set_when_gone(key, value);
+}
+
 }  // namespace strata::runtime

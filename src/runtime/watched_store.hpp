@@ -20,6 +20,7 @@ class WatchedStore final : public Store {
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool set_when_gone(const std::string& key, const Bytes& value) override;
 
  private:
   /// Runs `call(slice)` in slices (bootstrap::in_slices); throws once `failed_()`.

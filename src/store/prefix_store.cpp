@@ -33,4 +33,8 @@ void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::millis
   base_->wait(full, timeout);
 }
 
+bool PrefixStore::set_when_gone(const std::string& key, const Bytes& value) {
+  return base_->set_when_gone(prefix_ + key, value);
+}
+
 }  // namespace strata

@@ -1,13 +1,15 @@
 // The store client: one non-blocking socket, one request at a time under a mutex, every wait
 // bounded by poll() and a deadline.
 //
-// Timeouts and failures: when a GET or WAIT times out, the request stays parked on the server
-// and its reply may still arrive later, where it would be taken for the answer to the next
-// request. So after a timeout (or any failure that leaves the stream in an unknown state) the
-// client closes its socket, and the next call opens a new connection and says HELLO again; the
-// server forgets the parked request when it sees the close. Reconnecting lazily, not inside the
-// failing call, keeps the timeout prompt even when the server is gone. An ERROR reply (ADD on a
-// non-counter) leaves the stream in step, so the connection is kept.
+// Timeouts: a GET or WAIT tells the server its timeout, and the server answers TIMEOUT when it
+// passes, so the connection stays in step and is kept (and with it the client's WILLs: a
+// connection that closes is a client that died). Only when the server does not answer even
+// kServerGrace later, or on any failure that leaves the stream in an unknown state, does the
+// client close its socket; a late reply would otherwise be taken for the answer to the next
+// request. The next call then opens a new connection and says HELLO again; the server forgets
+// the parked request when it sees the close. Reconnecting lazily, not inside the failing call,
+// keeps the timeout prompt even when the server is gone. An ERROR reply (ADD on a non-counter)
+// leaves the stream in step, so the connection is kept.
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -36,6 +38,13 @@ constexpr milliseconds kPromptReply{120000};
 constexpr milliseconds kHandshakeAtLeast{5000};
 // Longer timeouts are treated as "forever" (and cannot overflow a time_point).
 constexpr milliseconds kForever{std::chrono::hours(24 * 365)};
+// How long after a GET's or WAIT's own timeout the server's TIMEOUT may take to come.
+constexpr milliseconds kServerGrace{5000};
+
+/// A timeout as the server takes it: UINT32_MAX ms (49 days and more) is "never".
+uint32_t wire_timeout(milliseconds t) {
+  return uint32_t(std::clamp<int64_t>(t.count(), 0, int64_t(UINT32_MAX)));
+}
 
 ErrorContext at(const char* op) {
   ErrorContext c;
@@ -336,9 +345,13 @@ Message TcpStore::Impl::call(const char* op, const Message& request, Type expect
   if (fd_ < 0) connect_locked(op);
   Message reply;
   std::string why;
-  const Io io = exchange(request, store::deadline_after(timeout), reply, why);
+  const bool timed = request.type == Type::get || request.type == Type::wait;
+  const Io io = exchange(request, store::deadline_after(timed ? timeout + store::kServerGrace : timeout),
+                         reply, why);
   if (io == Io::timeout) {
     disconnect();  // a late reply must not be read as the next one's: see the top of the file
+  }
+  if (io == Io::timeout || (io == Io::done && reply.type == Type::timeout)) {
     throw Error(ErrorCode::timeout, store::at(op),
                 what + " within " + store::ms(timeout) + " (store at " + server_ + ")");
   }
@@ -371,6 +384,7 @@ Bytes TcpStore::get(const std::string& key, milliseconds timeout) {
   Message m;
   m.type = Type::get;
   m.key = key;
+  m.timeout_ms = store::wire_timeout(timeout);
   return impl_
       ->call("store.get", m, Type::value, timeout, "key " + store::quote(key) + " was not set")
       .value;
@@ -391,8 +405,19 @@ void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) 
   Message m;
   m.type = Type::wait;
   m.keys = keys;
+  m.timeout_ms = store::wire_timeout(timeout);
   impl_->call("store.wait", m, Type::ok, timeout,
               "keys " + store::quote(keys) + " were not all set");
+}
+
+bool TcpStore::set_when_gone(const std::string& key, const Bytes& value) {
+  Message m;
+  m.type = Type::will;
+  m.key = key;
+  m.value = value;
+  impl_->call("store.set_when_gone", m, Type::ok, store::kPromptReply,
+              "no reply to WILL of key " + store::quote(key));
+  return true;
 }
 
 }  // namespace strata

@@ -1,15 +1,23 @@
 // The store server: one thread polling non-blocking sockets. Each connection has its own input
 // and output buffers, so a slow, silent or half-finished client never holds up the others. GET
-// and WAIT are parked on their connection and answered when a SET or ADD supplies their keys.
-// Anything malformed or unauthenticated closes that one connection, with one WARN line naming
-// the peer and the reason, and is counted in rejected_connections().
+// and WAIT are parked on their connection and answered when a SET or ADD supplies their keys, or
+// with TIMEOUT when their time is up. Anything malformed or unauthenticated closes that one
+// connection; refusals are logged once per cause and counted (store/refusal_log.hpp).
 //
 // Each connection is strictly request/reply: the next frame is parsed only once the previous
 // reply has been sent. That bounds what one client can make the server hold to one input frame
 // and one reply, however it misbehaves.
+//
+// A flood of connections must not crowd out the job's own clients, which authenticate with their
+// first frame. So unauthenticated connections are limited, per source address and in all, and a
+// new one over a limit evicts the oldest unauthenticated one (of its source, or of the source
+// holding the most): a held connection gains an attacker nothing, and a client that says HELLO
+// at once is never the oldest. Authenticated connections are never evicted; they are limited
+// only by the process's file descriptors.
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,6 +32,7 @@
 #include <unordered_map>
 
 #include "base/log.hpp"
+#include "store/refusal_log.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
@@ -33,15 +42,19 @@ namespace store {
 namespace {
 
 constexpr auto kHelloDeadline = std::chrono::seconds(10);
-constexpr size_t kMaxConnections = 4096;
+constexpr size_t kMaxUnauthenticated = 1024;
+constexpr size_t kMaxUnauthenticatedPerSource = 256;
+constexpr size_t kReservedFds = 64;  // for the rest of the process (its transports, its files)
 constexpr size_t kReadChunk = size_t(256) << 10;
 constexpr size_t kReadPerRound = size_t(4) << 20;  // per connection and poll round: fairness
 constexpr size_t kKeepCapacity = size_t(1) << 20;  // larger idle buffers are given back
+constexpr uint32_t kNoTimeout = UINT32_MAX;        // a GET or WAIT that waits for ever
 
 /// One client connection, as the server thread sees it.
 struct ServerConnection {
   int fd = -1;
-  std::string peer;  // "a.b.c.d:port"
+  std::string peer;     // "a.b.c.d:port"
+  uint32_t source = 0;  // the peer's IPv4 address: the unit of the per-source limit
   Clock::time_point accepted;
   bool authenticated = false;
   bool closed = false;              // closed by the server; the fd is released after the round
@@ -49,10 +62,20 @@ struct ServerConnection {
   std::vector<uint8_t> out;         // encoded replies
   size_t out_sent = 0;              // bytes of `out` already sent
   std::optional<Message> deferred;  // a GET or WAIT whose keys are not all there yet
+  Clock::time_point deferred_until = Clock::time_point::max();
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> wills;  // SET when it closes
 
   bool replying() const { return out_sent < out.size(); }
   bool blocked() const { return deferred.has_value() || replying(); }
 };
+
+/// How many connections the server may hold: the file descriptors the process may open, less a
+/// reserve, and a quarter of them at most unauthenticated.
+size_t fd_budget() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return r.rlim_cur > 4 * kReservedFds ? size_t(r.rlim_cur) - kReservedFds : size_t(r.rlim_cur) / 2;
+}
 
 /// Counters are stored as decimal text, so GET shows them readably and SET can seed one.
 std::optional<int64_t> parse_counter(const std::vector<uint8_t>& v) {
@@ -99,9 +122,12 @@ class TcpStoreServer::Impl {
   void answer_deferred();
   void reply(ServerConnection& c, const Message& m);
   void reply_error(ServerConnection& c, const std::string& text);
-  void reject(ServerConnection& c, const std::string& why);
+  bool make_room(uint32_t source, const std::string& peer);  // false: refuse the newcomer
+  void reject(ServerConnection& c, store::Refusal cause, const std::string& why);
   void drop(ServerConnection& c);
-  void expire_silent(Clock::time_point now);
+  void close(ServerConnection& c);  // marks it closed and makes its WILLs come true
+  void forget_unauthenticated(const ServerConnection& c);  // it authenticated or closed
+  void expire(Clock::time_point now);
   void sweep();
 
   std::string token_;
@@ -111,9 +137,14 @@ class TcpStoreServer::Impl {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<size_t> open_{0};  // conns_.size(), for other threads
+  const size_t max_connections_ = store::fd_budget();
+  const size_t max_unauthenticated_ = std::min(store::kMaxUnauthenticated, max_connections_ / 4);
 
   // Owned by the server thread.
   std::vector<std::unique_ptr<ServerConnection>> conns_;
+  std::unordered_map<uint32_t, size_t> unauthenticated_;  // open ones, per source
+  size_t unauthenticated_total_ = 0;
+  store::RefusalLog refusals_;
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
   bool data_changed_ = false;                // parked requests may now be answerable
   Clock::time_point accept_paused_until_{};  // out of file descriptors: back off
@@ -164,6 +195,7 @@ TcpStoreServer::Impl::~Impl() {
   ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
   (void)ignored;
   thread_.join();
+  refusals_.summarize(Clock::now(), /*now_or_never=*/true);
   for (auto& c : conns_) ::close(c->fd);
   ::close(listen_fd_);
   ::close(wake_fd_);
@@ -211,11 +243,12 @@ void TcpStoreServer::Impl::round() {
     try {
       service(*conns_[i], ev);
     } catch (const std::exception& e) {
-      reject(*conns_[i], std::string("internal error: ") + e.what());
+      reject(*conns_[i], store::Refusal::internal, std::string("internal error: ") + e.what());
     }
   }
   answer_deferred();
-  expire_silent(Clock::now());
+  expire(Clock::now());
+  answer_deferred();  // the WILLs of connections that expired
   sweep();
 }
 
@@ -224,6 +257,7 @@ int TcpStoreServer::Impl::poll_timeout_ms(Clock::time_point now) const {
   if (accept_paused_until_ > now) next = std::min(next, accept_paused_until_);
   for (const auto& c : conns_) {
     if (!c->authenticated) next = std::min(next, c->accepted + store::kHelloDeadline);
+    next = std::min(next, c->deferred_until);
   }
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
   return int(std::max<int64_t>(ms, 0));
@@ -248,9 +282,10 @@ void TcpStoreServer::Impl::accept_new() {
       }
       return;
     }
-    if (conns_.size() >= store::kMaxConnections) {
-      STRATA_LOG(WARN, "STORE") << "refused connection from " << store::address_string(a)
-                                << ": already " << conns_.size() << " open connections";
+    const std::string peer = store::address_string(a);
+    if (!make_room(a.sin_addr.s_addr, peer)) {
+      refusals_.refused(store::Refusal::full, peer,
+                        "already " + std::to_string(conns_.size()) + " open connections");
       ++rejected_;
       ::close(fd);
       continue;
@@ -259,11 +294,53 @@ void TcpStoreServer::Impl::accept_new() {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small replies go out now
     auto c = std::make_unique<ServerConnection>();
     c->fd = fd;
-    c->peer = store::address_string(a);
+    c->peer = peer;
+    c->source = a.sin_addr.s_addr;
     c->accepted = Clock::now();
+    ++unauthenticated_[c->source];
+    ++unauthenticated_total_;
     conns_.push_back(std::move(c));
     open_ = conns_.size();
+    // A client's HELLO usually follows its connect at once: take it now, so that it is
+    // authenticated before a flood of newer connections could make it the oldest.
+    try {
+      service(*conns_.back(), POLLIN);
+    } catch (const std::exception& e) {
+      reject(*conns_.back(), store::Refusal::internal, std::string("internal error: ") + e.what());
+    }
   }
+}
+
+bool TcpStoreServer::Impl::make_room(uint32_t source, const std::string& peer) {
+  // The source to evict from: this one when it is over its own limit, else the largest when all
+  // unauthenticated connections together are; nothing to evict otherwise.
+  std::optional<uint32_t> from;
+  const auto mine = unauthenticated_.find(source);
+  if (mine != unauthenticated_.end() && mine->second >= store::kMaxUnauthenticatedPerSource) {
+    from = source;
+  } else if (unauthenticated_total_ >= max_unauthenticated_ ||
+             conns_.size() >= max_connections_) {
+    size_t most = 0;
+    for (const auto& [s, n] : unauthenticated_) {
+      if (n > most) most = n, from = s;
+    }
+  }
+  if (!from) return conns_.size() < max_connections_;
+  for (auto& c : conns_) {  // accepted in order: the first found is the oldest
+    if (!c->closed && !c->authenticated && c->source == *from) {
+      reject(*c, store::Refusal::crowded_out,
+             "unauthenticated for " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    Clock::now() - c->accepted)
+                                    .count()) +
+                 " ms when " + peer + " connected over the limit of " +
+                 std::to_string(*from == source ? store::kMaxUnauthenticatedPerSource
+                                                : max_unauthenticated_) +
+                 " unauthenticated connections");
+      return true;
+    }
+  }
+  return conns_.size() < max_connections_;
 }
 
 void TcpStoreServer::Impl::service(ServerConnection& c, short revents) {
@@ -273,8 +350,9 @@ void TcpStoreServer::Impl::service(ServerConnection& c, short revents) {
   if (open || c.closed) return;
   // The peer has gone. Bytes left over while nothing blocked them are a frame cut short.
   if (!c.blocked() && !c.in.empty()) {
-    reject(c, "closed the connection in the middle of a frame (" + std::to_string(c.in.size()) +
-                  " bytes of it received)");
+    reject(c, store::Refusal::cut_short,
+           "closed the connection in the middle of a frame (" + std::to_string(c.in.size()) +
+               " bytes of it received)");
   } else {
     drop(c);
   }
@@ -285,7 +363,7 @@ bool TcpStoreServer::Impl::read_some(ServerConnection& c) {
   // means the peer keeps sending without waiting for replies.
   const size_t cap = store::kHeaderBytes + store::max_payload(Type::set);
   if (c.in.size() >= cap) {
-    reject(c, "kept sending while its request was pending");
+    reject(c, store::Refusal::flooding, "kept sending while its request was pending");
     return true;
   }
   size_t budget = store::kReadPerRound;
@@ -311,13 +389,15 @@ void TcpStoreServer::Impl::pump(ServerConnection& c) {
     if (c.in.size() < store::kHeaderBytes) break;
     std::string why;
     auto h = store::parse_header(c.in.data(), why);
-    if (!h) return reject(c, why);
+    if (!h) return reject(c, store::Refusal::malformed, why);
     // Judge the type from the header alone, before waiting for (and buffering) the payload.
     if (!c.authenticated && h->type != Type::hello) {
-      return reject(c, "sent " + store::type_name(h->type) + " before HELLO");
+      return reject(c, store::Refusal::malformed,
+                    "sent " + store::type_name(h->type) + " before HELLO");
     }
     if (c.authenticated && !store::is_request(h->type)) {
-      return reject(c, "sent an unexpected " + store::type_name(h->type) + " frame");
+      return reject(c, store::Refusal::malformed,
+                    "sent an unexpected " + store::type_name(h->type) + " frame");
     }
     const size_t total = store::kHeaderBytes + h->length;
     if (c.in.size() < total) {
@@ -325,7 +405,7 @@ void TcpStoreServer::Impl::pump(ServerConnection& c) {
       break;
     }
     auto m = store::parse_payload(h->type, c.in.data() + store::kHeaderBytes, h->length, why);
-    if (!m) return reject(c, why);
+    if (!m) return reject(c, store::Refusal::malformed, why);
     c.in.erase(c.in.begin(), c.in.begin() + std::ptrdiff_t(total));
     if (h->type == Type::hello) {
       hello(c, *m);
@@ -370,9 +450,10 @@ void TcpStoreServer::Impl::hello(ServerConnection& c, const Message& m) {
     const auto f = store::encode(e);
     ssize_t ignored = ::send(c.fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
-    return reject(c, "wrong job token");
+    return reject(c, store::Refusal::wrong_token, "wrong job token");
   }
   c.authenticated = true;
+  forget_unauthenticated(c);
   reply(c, Message{});
 }
 
@@ -405,9 +486,18 @@ void TcpStoreServer::Impl::handle(ServerConnection& c, Message m) {
       reply(c, r);
       return;
     }
+    case Type::will:
+      c.wills.emplace_back(std::move(m.key), std::move(m.value));
+      reply(c, Message{});
+      return;
     case Type::get:
     case Type::wait:
-      if (!try_answer(c, m)) c.deferred = std::move(m);
+      if (try_answer(c, m)) return;
+      if (m.timeout_ms == 0) return reply(c, Message{.type = Type::timeout});
+      if (m.timeout_ms != store::kNoTimeout) {
+        c.deferred_until = Clock::now() + std::chrono::milliseconds(m.timeout_ms);
+      }
+      c.deferred = std::move(m);
       return;
     default:
       return;  // pump() lets only requests through
@@ -435,10 +525,11 @@ void TcpStoreServer::Impl::answer_deferred() {
     for (auto& c : conns_) {
       if (c->closed || !c->deferred || !try_answer(*c, *c->deferred)) continue;
       c->deferred.reset();
+      c->deferred_until = Clock::time_point::max();
       try {
         pump(*c);
       } catch (const std::exception& e) {
-        reject(*c, std::string("internal error: ") + e.what());
+        reject(*c, store::Refusal::internal, std::string("internal error: ") + e.what());
       }
     }
   }
@@ -457,23 +548,53 @@ void TcpStoreServer::Impl::reply_error(ServerConnection& c, const std::string& t
   reply(c, e);
 }
 
-void TcpStoreServer::Impl::reject(ServerConnection& c, const std::string& why) {
-  STRATA_LOG(WARN, "STORE") << "refused connection from " << c.peer << ": " << why;
+void TcpStoreServer::Impl::reject(ServerConnection& c, store::Refusal cause,
+                                  const std::string& why) {
+  refusals_.refused(cause, c.peer, why);
   ++rejected_;
-  c.closed = true;
+  close(c);
 }
 
 void TcpStoreServer::Impl::drop(ServerConnection& c) {
   STRATA_LOG(TRACE, "STORE") << "connection from " << c.peer << " closed";
-  c.closed = true;
+  close(c);
 }
 
-void TcpStoreServer::Impl::expire_silent(Clock::time_point now) {
+void TcpStoreServer::Impl::close(ServerConnection& c) {
+  if (c.closed) return;
+  c.closed = true;
+  if (!c.authenticated) forget_unauthenticated(c);
+  for (auto& [key, value] : c.wills) {  // parked requests waiting for them: answer_deferred()
+    data_[std::move(key)] = std::move(value);
+    data_changed_ = true;
+  }
+  c.wills.clear();
+}
+
+void TcpStoreServer::Impl::forget_unauthenticated(const ServerConnection& c) {
+  auto it = unauthenticated_.find(c.source);
+  if (--it->second == 0) unauthenticated_.erase(it);
+  --unauthenticated_total_;
+}
+
+void TcpStoreServer::Impl::expire(Clock::time_point now) {
   for (auto& c : conns_) {
-    if (!c->closed && !c->authenticated && now - c->accepted >= store::kHelloDeadline) {
-      reject(*c, "sent no HELLO within " + std::to_string(store::kHelloDeadline.count()) + " s");
+    if (c->closed) continue;
+    if (!c->authenticated && now - c->accepted >= store::kHelloDeadline) {
+      reject(*c, store::Refusal::silent,
+             "sent no HELLO within " + std::to_string(store::kHelloDeadline.count()) + " s");
+    } else if (c->deferred && now >= c->deferred_until) {
+      c->deferred.reset();
+      c->deferred_until = Clock::time_point::max();
+      reply(*c, Message{.type = Type::timeout});
+      try {
+        pump(*c);
+      } catch (const std::exception& e) {
+        reject(*c, store::Refusal::internal, std::string("internal error: ") + e.what());
+      }
     }
   }
+  refusals_.summarize(now);
 }
 
 void TcpStoreServer::Impl::sweep() {

@@ -62,7 +62,7 @@ class Reader {
 
 constexpr size_t kKeyField = 4 + kMaxKeyBytes;  // the largest encoded key
 
-bool known(uint16_t t) { return (t >= 1 && t <= 5) || (t >= 16 && t <= 19); }
+bool known(uint16_t t) { return (t >= 1 && t <= 6) || (t >= 16 && t <= 20); }
 
 void put_key(std::vector<uint8_t>& b, const std::string& k) {
   put_le(b, k.size(), 4);
@@ -76,14 +76,16 @@ size_t max_payload(Type t) {
     case Type::hello:
       return kMaxTokenBytes;
     case Type::set:
+    case Type::will:
       return kKeyField + 4 + kMaxValueBytes;
     case Type::get:
-      return kKeyField;
+      return kKeyField + 4;
     case Type::add:
       return kKeyField + 8;
     case Type::wait:
       return kKeyField + 4 + kMaxValueBytes;  // as large as a SET, no larger
     case Type::ok:
+    case Type::timeout:
       return 0;
     case Type::value:
       return kMaxValueBytes;
@@ -96,7 +98,8 @@ size_t max_payload(Type t) {
 }
 
 bool is_request(Type t) {
-  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait;
+  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait ||
+         t == Type::will;
 }
 
 std::string type_name(Type t) {
@@ -111,6 +114,8 @@ std::string type_name(Type t) {
       return "ADD";
     case Type::wait:
       return "WAIT";
+    case Type::will:
+      return "WILL";
     case Type::ok:
       return "OK";
     case Type::value:
@@ -119,6 +124,8 @@ std::string type_name(Type t) {
       return "COUNTER";
     case Type::error:
       return "ERROR";
+    case Type::timeout:
+      return "TIMEOUT";
   }
   return "type " + std::to_string(int(t));
 }
@@ -163,14 +170,15 @@ std::optional<Message> parse_payload(Type t, const uint8_t* p, size_t n, std::st
       ok = r.bytes(n, d);
       if (ok) m.value.assign(d, d + n);
       break;
-    case Type::set: {
+    case Type::set:
+    case Type::will: {
       uint32_t len = 0;
       ok = r.key(m.key) && r.u32(len) && len <= kMaxValueBytes && r.bytes(len, d);
       if (ok) m.value.assign(d, d + len);
       break;
     }
     case Type::get:
-      ok = r.key(m.key);
+      ok = r.key(m.key) && r.u32(m.timeout_ms);
       break;
     case Type::add:
       ok = r.key(m.key) && r.i64(m.number);
@@ -182,12 +190,14 @@ std::optional<Message> parse_payload(Type t, const uint8_t* p, size_t n, std::st
       uint32_t count = 0;
       // Each key takes at least 4 bytes, so a count larger than that is a lie: refuse it before
       // reserving anything.
-      ok = r.u32(count) && count <= kMaxWaitKeys && size_t(count) * 4 <= r.left();
+      ok = r.u32(m.timeout_ms) && r.u32(count) && count <= kMaxWaitKeys &&
+           size_t(count) * 4 <= r.left();
       if (ok) m.keys.resize(count);
       for (uint32_t i = 0; ok && i < count; ++i) ok = r.key(m.keys[i]);
       break;
     }
     case Type::ok:
+    case Type::timeout:
       break;
   }
   if (!ok || r.left() != 0) {
@@ -212,12 +222,14 @@ std::vector<uint8_t> encode(const Message& m) {
       f.insert(f.end(), m.value.begin(), m.value.end());
       break;
     case Type::set:
+    case Type::will:
       put_key(f, m.key);
       put_le(f, m.value.size(), 4);
       f.insert(f.end(), m.value.begin(), m.value.end());
       break;
     case Type::get:
       put_key(f, m.key);
+      put_le(f, m.timeout_ms, 4);
       break;
     case Type::add:
       put_key(f, m.key);
@@ -227,10 +239,12 @@ std::vector<uint8_t> encode(const Message& m) {
       put_le(f, uint64_t(m.number), 8);
       break;
     case Type::wait:
+      put_le(f, m.timeout_ms, 4);
       put_le(f, m.keys.size(), 4);
       for (const auto& k : m.keys) put_key(f, k);
       break;
     case Type::ok:
+    case Type::timeout:
       break;
   }
   const uint64_t length = f.size() - kHeaderBytes;
@@ -261,6 +275,7 @@ std::string request_problem(const Message& m) {
       }
       return "";
     case Type::set:
+    case Type::will:
       if (m.value.size() > kMaxValueBytes) {
         return "value of " + std::to_string(m.value.size()) +
                " bytes is larger than the limit of " + std::to_string(kMaxValueBytes);
@@ -274,7 +289,7 @@ std::string request_problem(const Message& m) {
         return "cannot wait for " + std::to_string(m.keys.size()) + " keys at once (limit " +
                std::to_string(kMaxWaitKeys) + ")";
       }
-      size_t bytes = 4;
+      size_t bytes = 8;
       for (const auto& k : m.keys) {
         if (auto p = key_problem(k); !p.empty()) return p;
         bytes += 4 + k.size();

@@ -10,10 +10,15 @@
 // Payloads ("key" is a u32 length, at most kMaxKeyBytes, then that many bytes):
 //   HELLO   token bytes (the whole payload)         -> OK, or the connection is closed
 //   SET     key, u32 value length, value bytes      -> OK
-//   GET     key                                     -> VALUE (deferred until the key exists)
+//   GET     key, u32 ms                             -> VALUE (deferred until the key exists)
 //   ADD     key, i64 delta                          -> COUNTER i64, or ERROR
-//   WAIT    u32 count, then count keys              -> OK (deferred until all keys exist)
-//   OK      empty;  VALUE  value bytes;  COUNTER  i64;  ERROR  UTF-8 text
+//   WAIT    u32 ms, u32 count, then count keys      -> OK (deferred until all keys exist)
+//   WILL    key, u32 value length, value bytes      -> OK; the server SETs it when this
+//                                                      connection closes (a client's death)
+//   OK      empty;  VALUE  value bytes;  COUNTER  i64;  ERROR  UTF-8 text;  TIMEOUT  empty
+//
+// A deferred GET or WAIT is answered TIMEOUT after its `ms`, so a client that waits in slices
+// keeps its connection (and its WILLs) instead of reconnecting after each slice.
 //
 // The header alone is enough to refuse a frame (bad magic, version, type or length), so a hostile
 // peer never makes anyone buffer more than the limits below. Decoders are bounds-checked and
@@ -31,7 +36,7 @@
 namespace strata::store {
 
 constexpr uint32_t kMagic = 0x54525453;  // "STRT" in memory order
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 12;
 constexpr size_t kMaxKeyBytes = 4096;
 constexpr size_t kMaxValueBytes = size_t(64) << 20;
@@ -45,10 +50,12 @@ enum class Type : uint16_t {
   get = 3,
   add = 4,
   wait = 5,
+  will = 6,
   ok = 16,
   value = 17,
   counter = 18,
   error = 19,
+  timeout = 20,
 };
 
 struct Header {
@@ -59,10 +66,11 @@ struct Header {
 /// One decoded frame. Fields the type does not use stay empty.
 struct Message {
   Type type = Type::ok;
-  std::string key;                // set, get, add
-  std::vector<uint8_t> value;     // hello (token), set, value, error (text)
+  std::string key;                // set, get, add, will
+  std::vector<uint8_t> value;     // hello (token), set, will, value, error (text)
   int64_t number = 0;             // add (delta), counter (result)
   std::vector<std::string> keys;  // wait
+  uint32_t timeout_ms = 0;        // get, wait: when the server answers TIMEOUT
 };
 
 /// The largest payload a frame of type `t` may carry.
