@@ -2,6 +2,8 @@
 // the step ranges the algorithms share are disjoint, and a step past its range is refused.
 #include "transport/tags.hpp"
 
+#include "transport/call_bits.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,20 +11,45 @@
 namespace tags = strata::transport::tags;
 
 TEST(Tags, CollectiveFieldsLandInTheirBits) {
-  const uint64_t t = tags::collective(0x7FFFFF, 0xABCDEF, 0x1234);
+  const uint64_t t = tags::collective(0xFFFF, 0x7ABCD, 0x1234, 0xABC);
   EXPECT_EQ(t >> 63, 0u);
-  EXPECT_EQ((t >> 40) & 0x7FFFFF, 0x7FFFFFu);
-  EXPECT_EQ((t >> 16) & 0xFFFFFF, 0xABCDEFu);
+  EXPECT_TRUE(tags::is_collective(t));
+  EXPECT_EQ((t >> 47) & 0xFFFF, 0xFFFFu);
+  EXPECT_EQ((t >> 28) & 0x7FFFF, 0x7ABCDu);
+  EXPECT_EQ((t >> 16) & 0xFFF, 0xABCu);
+  EXPECT_EQ(tags::call_of(t), 0xABCu);
   EXPECT_EQ(t & 0xFFFF, 0x1234u);
-  // The sequence number wraps into its 23 bits instead of spilling into the p2p bit.
-  EXPECT_EQ(tags::collective(uint64_t(1) << 23, 5, 7), tags::collective(0, 5, 7));
+  // The sequence number wraps into its 16 bits instead of spilling into the p2p bit.
+  EXPECT_EQ(tags::collective(uint64_t(1) << 16, 5, 7), tags::collective(0, 5, 7));
+  // A collective receive masks the call only: another call's message matches, and is compared.
+  const uint64_t mask = ~tags::kCallMask;
+  EXPECT_EQ(tags::collective(3, 5, 7, 0x123) & mask, tags::collective(3, 5, 7, 0x456) & mask);
+  EXPECT_NE(tags::collective(3, 5, 7) & mask, tags::collective(3, 5, 8) & mask);
+  EXPECT_NE(tags::collective(3, 5, 7) & mask, tags::collective(3, 6, 7) & mask);
+}
+
+TEST(Tags, CallBitsTellKindDtypeAndReductionApart) {
+  using strata::DataType;
+  using strata::ReduceOp;
+  namespace t = strata::transport;
+  const uint32_t sum_f32 = t::call_bits("all_reduce", DataType::f32, int(ReduceOp::sum));
+  EXPECT_LT(sum_f32, 1u << tags::kCallBits);
+  EXPECT_NE(sum_f32, t::call_bits("all_reduce", DataType::i32, int(ReduceOp::sum)));
+  EXPECT_NE(sum_f32, t::call_bits("all_reduce", DataType::f32, int(ReduceOp::max)));
+  EXPECT_NE(sum_f32, t::call_bits("reduce_scatter", DataType::f32, int(ReduceOp::sum)));
+  EXPECT_NE(t::call_bits("all_gather", DataType::c128, -1),
+            t::call_bits("all_gather", DataType::c64, -1));
+  EXPECT_EQ(t::describe_call(sum_f32, 4), "all_reduce(f32 x 4, sum)");
+  EXPECT_EQ(t::describe_call(t::call_bits("broadcast", DataType::bf16, -1)), "broadcast(bf16)");
+  EXPECT_EQ(t::describe_call(t::call_bits("barrier", DataType::u8, -1)), "barrier(u8)");
 }
 
 TEST(Tags, PointToPointAndControlAreApartFromCollectives) {
-  const uint64_t p = tags::p2p(0xFFFFFF, 0xFFFFFFFFu);
+  const uint64_t p = tags::p2p(0x7FFFF, 0xFFFFFFFFu);
   EXPECT_EQ(p >> 63, 1u);
+  EXPECT_FALSE(tags::is_collective(p));
   EXPECT_EQ((p >> 62) & 1, 0u) << "a user tag never reads as a control notice";
-  EXPECT_EQ(tags::source_of_p2p(p), 0xFFFFFF);
+  EXPECT_EQ(tags::source_of_p2p(p), 0x7FFFF);
   EXPECT_EQ(tags::source_of_p2p(tags::p2p(42, 7)), 42);
   const uint64_t c = tags::control(42);
   EXPECT_EQ(c >> 62, 3u);

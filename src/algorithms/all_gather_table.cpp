@@ -4,6 +4,7 @@
 #include "algorithms/algorithms.hpp"
 #include "algorithms/cost_model.hpp"
 #include "algorithms/table_helpers.hpp"
+#include "shm/sync.hpp"
 
 namespace strata::algo {
 namespace {
@@ -13,7 +14,9 @@ using namespace tables;
 double shm_cost(const GroupView& g, size_t B) {
   return cost::segment_data_movement(cost::segment(g), g.n, double(B), false);
 }
-void shm_run(Exec& e, const Args& a) { shm::all_gather(e.shm_context(), a.in, a.out, a.bytes()); }
+void shm_run(Exec& e, const Args& a) {
+  shm::all_gather(e.shm_context(shm::call_word(a.dtype, -1, -1)), a.in, a.out, a.bytes());
+}
 
 double hierarchical_cost(const GroupView& g, size_t B) {
   return cost::hierarchical_all_gather(g, double(B));

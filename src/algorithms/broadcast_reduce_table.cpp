@@ -2,6 +2,7 @@
 #include "algorithms/algorithms.hpp"
 #include "algorithms/cost_model.hpp"
 #include "algorithms/table_helpers.hpp"
+#include "shm/sync.hpp"
 
 namespace strata::algo {
 namespace {
@@ -11,7 +12,9 @@ using namespace tables;
 double shm_cost(const GroupView& g, size_t B) {
   return cost::segment_data_movement(cost::segment(g), g.n, double(B), false);
 }
-void shm_run(Exec& e, const Args& a) { shm::broadcast(e.shm_context(), a.out, a.bytes(), a.root); }
+void shm_run(Exec& e, const Args& a) {
+  shm::broadcast(e.shm_context(shm::call_word(a.dtype, -1, a.root)), a.out, a.bytes(), a.root);
+}
 
 double binomial_broadcast_cost(const GroupView& g, size_t B) {
   return cost::binomial(cost::network(g), g.n, double(B), false);

@@ -85,7 +85,10 @@ struct Exec {
   TwoLevel* two_level;                  ///< several nodes: the node and rail legs
   Clock::time_point deadline;
   const ErrorContext& where;
-  shm::Context shm_context() const { return {*shm, deadline, where, *write_modes}; }
+  /// `call`: shm::call_word of a data movement's dtype and root (0 for reductions).
+  shm::Context shm_context(uint32_t call = 0) const {
+    return {*shm, deadline, where, *write_modes, call};
+  }
 };
 
 struct Algorithm {

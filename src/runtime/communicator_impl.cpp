@@ -6,6 +6,7 @@
 #include "transport/ucx/factory.hpp"
 #include "runtime/hierarchical.hpp"
 #include "runtime/watched_store.hpp"
+#include "transport/call_bits.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
 
@@ -168,10 +169,15 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.reduce = reduce;
   const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
-  op.run = [this, body = std::move(body), seq](transport::Transport& w, runtime::Op& self) {
+  const uint32_t call = transport::call_bits(op_name, data.dtype, reduce);
+  op.run = [this, body = std::move(body), seq, call](transport::Transport& w, runtime::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
-    w.begin_collective(seq, self.where, self.deadline);
-    if (config().check) runtime::agree_on_fingerprint(w, self);
+    const auto count = int64_t(self.count);
+    if (config().check) {  // the full exchange, whose messages carry no call to check
+      w.begin_collective(seq, self.where, self.deadline, 0, count);
+      runtime::agree_on_fingerprint(w, self);
+    }
+    w.begin_collective(seq, self.where, self.deadline, call, count);
     algo::Exec e{w, shm_.get(), &write_modes_, this, self.deadline, self.where};
     body(e);
   };

@@ -40,7 +40,7 @@ std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer o
   shm::Segment& s = *shm_;
   // can_post said the post will not wait: the deadline is never reached.
   const uint64_t number = shm::small_all_reduce_post(
-      {s, now + queue_->timeout(), where, write_modes_}, in.data, in.count, in.dtype);
+      {s, now + queue_->timeout(), where, write_modes_}, in.data, in.count, in.dtype, op);
   if (shm::small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
                                             immediate_polls(s))) {
     queue_->record_completed(where, in.dtype, in.count, now);

@@ -24,8 +24,8 @@ namespace {
 // chunk.
 bool in_a_line(size_t bytes) { return bytes <= shm::kLineBytes; }
 
-Expect small_expect(size_t count, DataType dt) {
-  return {Kind::all_reduce, count * dtype_size(dt)};
+Expect small_expect(size_t count, DataType dt, ReduceOp op) {
+  return {Kind::all_reduce, count * dtype_size(dt), call_word(dt, int(op), -1)};
 }
 
 // True when `rank` has published small all-reduce `number` and it matches `e`.
@@ -52,9 +52,10 @@ bool small_all_reduce_can_post(shm::Segment& s, size_t bytes) {
   return in_a_line(bytes) || buffer_free(s, s.next_chunk);
 }
 
-uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt) {
+uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt,
+                               ReduceOp op) {
   auto& s = c.seg;
-  const Expect e = small_expect(count, dt);
+  const Expect e = small_expect(count, dt, op);
   if (in_a_line(e.bytes)) {
     const uint64_t number = ++s.next_line;
     publish_line(s, number, e, in);
@@ -69,7 +70,7 @@ uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType
 
 bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
                                      DataType dt, ReduceOp op, int polls) {
-  const Expect e = small_expect(count, dt);
+  const Expect e = small_expect(count, dt, op);
   for (int j = 0; j < s.size(); ++j) {
     for (int i = 0; !small_ready(s, j, number, e); ++i) {
       if (i >= polls) return false;
@@ -87,7 +88,7 @@ bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, si
 void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count,
                                  DataType dt, ReduceOp op) {
   auto& s = c.seg;
-  const Expect e = small_expect(count, dt);
+  const Expect e = small_expect(count, dt, op);
   reduce_small(s, number, out, count, dt, op, [&](int j) -> const uint8_t* {
     if (in_a_line(e.bytes)) return wait_line(s, j, number, e, c.deadline, c.where);
     wait_written(s, j, number, e, c.deadline, c.where);
@@ -99,7 +100,7 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
                     ReduceOp op) {
   auto& s = c.seg;
   if (s.size() > 1 && count * dtype_size(dt) <= kSmallBytes) {
-    small_all_reduce_finish(c, small_all_reduce_post(c, in, count, dt), out, count, dt,
+    small_all_reduce_finish(c, small_all_reduce_post(c, in, count, dt, op), out, count, dt,
                                 op);
     return;
   }
@@ -114,7 +115,7 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
   // and streaming into cached lines evicts them first (in-place 64 MiB: 9 -> 12-17 GB/s).
   auto put = count * es >= kStreamingBytes && in != out ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_reduce, count * es, s.oversubscribed());
-  const Expect e{Kind::all_reduce, count * es};
+  const Expect e{Kind::all_reduce, count * es, call_word(dt, int(op), -1)};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;

@@ -26,6 +26,9 @@ struct Context {
   Clock::time_point deadline;
   const ErrorContext& where;
   StagingWriteModes& write_modes;  ///< this rank's learned write modes on this group
+  /// Data movement: call_word (sync.hpp) of its dtype and root, which it does not otherwise
+  /// see. Reductions make theirs from their own arguments.
+  uint32_t call = 0;
 };
 
 void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
@@ -39,7 +42,8 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
 /// sched_yield); false leaves `out` untouched, and finish (which waits, bounded by the deadline,
 /// and reports a peer in another collective) completes it. all_reduce runs post then finish.
 bool small_all_reduce_can_post(shm::Segment& s, size_t bytes);
-uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt);
+uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt,
+                               ReduceOp op);
 bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
                                      DataType dt, ReduceOp op, int polls);
 void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count,

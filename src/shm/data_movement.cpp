@@ -18,7 +18,7 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_gather, bytes * n, s.oversubscribed());
-  const Expect e{Kind::all_gather, bytes};
+  const Expect e{Kind::all_gather, bytes, c.call};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
@@ -53,7 +53,7 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   auto* dst = static_cast<uint8_t*>(out);
   auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
-  const Expect e{Kind::all_to_all, bytes};
+  const Expect e{Kind::all_to_all, bytes, c.call};
   for (size_t off = 0; off < bytes;) {
     const uint64_t first = s.next_chunk;
     const uint64_t span = std::min(wide, depth - first % depth);
@@ -79,23 +79,27 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   stage.done();
 }
 
+// Only the root stages data, but on the first chunk every rank stamps its call and checks every
+// other rank's: ranks that disagree on the root would otherwise each write as a root, or read
+// from different roots, and return. That makes the first chunk a meeting of all ranks; later
+// chunks wait for the root only (docs/architecture.md, "Mismatches").
 void broadcast(Context c, void* buf, size_t bytes, int root) {
   auto& s = c.seg;
-  const int r = s.rank();
+  const int n = s.size(), r = s.rank();
   const size_t per_chunk = s.chunk_bytes();
   auto* data = static_cast<uint8_t*>(buf);
-  const Expect e{Kind::broadcast, bytes};
+  const Expect e{Kind::broadcast, bytes, c.call};
   for (size_t off = 0; off < bytes; off += per_chunk) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
-    if (r == root) {
-      wait_buffer_free(c.seg, seq, c.deadline, c.where);
-      kernels::copy(s.buffer(root, seq), data + off, k);
-      publish_written(s, seq, e);
-    } else {
-      wait_written(s, root, seq, e, c.deadline, c.where);
-      kernels::copy(data + off, s.buffer(root, seq), k);
+    const bool first = off == 0;
+    if (r == root || first) wait_buffer_free(c.seg, seq, c.deadline, c.where);
+    if (r == root) kernels::copy(s.buffer(root, seq), data + off, k);
+    if (r == root || first) publish_written(s, seq, e);
+    for (int j = 0; j < n; ++j) {
+      if (j != r && (first || j == root)) wait_written(s, j, seq, e, c.deadline, c.where);
     }
+    if (r != root) kernels::copy(data + off, s.buffer(root, seq), k);
     publish(s, &SlotHeader::consumed, seq + 1);
   }
 }

@@ -20,7 +20,7 @@ void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = count * es >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
-  const Expect e{Kind::reduce_scatter, count * es};
+  const Expect e{Kind::reduce_scatter, count * es, call_word(dt, int(op), -1)};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;

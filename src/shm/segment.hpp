@@ -29,15 +29,15 @@ struct alignas(64) Counter {
 /// Most bytes a tiny all-reduce carries in its cache line (shm/all_reduce.cpp).
 constexpr size_t kLineBytes = 48;
 
-/// A whole tiny collective in one cache line: a peer waits for `seq`, checks what it is, and
-/// reads the payload, all from the one line this rank wrote. Two per rank, used in turn: a rank
+/// A whole tiny collective in one cache line: a peer waits for `seq`, checks what it is (`what`:
+/// kind, size, dtype and reduction, packed by sync.cpp), and reads the payload, all from the one
+/// line this rank wrote. Two per rank, used in turn: a rank
 /// starts tiny collective L + 2 only after every peer published L + 1, which each does only once
 /// it has read every line of L.
 struct alignas(64) Line {
   std::atomic<uint64_t> seq{0};      ///< number (from 1) of the tiny collective it holds
   std::atomic<uint32_t> waiters{0};  ///< ranks asleep on `seq` (a futex on its low half)
-  std::atomic<uint16_t> kind{0};     ///< Kind, sync.hpp
-  std::atomic<uint16_t> bytes{0};
+  std::atomic<uint32_t> what{0};
   uint8_t payload[kLineBytes];
 };
 static_assert(sizeof(Line) == 64);
@@ -50,6 +50,7 @@ struct Stamp {
   std::atomic<uint64_t> chunk{0};  ///< the chunk's sequence number
   std::atomic<uint64_t> bytes{0};  ///< the collective's bytes per rank
   std::atomic<uint32_t> kind{0};   ///< which collective (Kind, sync.hpp)
+  std::atomic<uint32_t> call{0};   ///< its dtype, reduction and root (call_word, sync.hpp)
 };
 
 struct SlotHeader {
@@ -58,8 +59,9 @@ struct SlotHeader {
   Counter consumed;  ///< chunks this rank has finished reading from every slot
   Stamp stamps[kMaxDepth];  ///< one per staging buffer
   /// Set when this rank abandoned a collective (its peers' waits fail at once instead of at
-  /// their deadline); the group is unusable afterwards.
+  /// their deadline, quoting `why`); the group is unusable afterwards.
   std::atomic<uint32_t> gave_up{0};
+  char why[448];  ///< written before gave_up is set: the mismatch, with both calls
   Line lines[2];  ///< tiny collectives, alternately
 };
 

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -49,18 +50,53 @@ void publish_flag(Flag f, uint64_t value) {
   }
 }
 
-// Marks this rank as having given up on the collective (its peers' waits end at once) and
-// throws, naming `rank`.
+// Marks this rank as having given up on the collective (its peers' waits end at once, quoting
+// `what`) and throws, naming `rank`.
 [[noreturn]] void give_up(Segment& s, int rank, const ErrorContext& where,
                           const std::string& what) {
-  s.header(s.rank()).gave_up.store(1, std::memory_order_release);
+  auto& mine = s.header(s.rank());
+  const std::string why = "rank " + std::to_string(s.rank()) + " found a " + what;
+  std::memcpy(mine.why, why.c_str(), std::min(why.size() + 1, sizeof mine.why - 1));
+  mine.why[sizeof mine.why - 1] = 0;
+  mine.gave_up.store(1, std::memory_order_release);
   ErrorContext w = where;
   w.peer = rank;
-  throw Error(ErrorCode::peer_failure, w, what + " (do the ranks pass the same counts and dtypes?)");
+  throw Error(ErrorCode::invalid_argument, w, what);
 }
 
-std::string described(uint32_t kind, uint64_t bytes) {
-  return std::string(kind_name(kind)) + " of " + std::to_string(bytes) + " bytes per rank";
+// "all_reduce(f32 x 4, sum)", as STRATA_CHECK's full exchange spells a call (counts per rank).
+std::string described(const Expect& e) {
+  std::string s = kind_name(uint32_t(e.kind));
+  const uint32_t dt = e.call >> 8 & 0xFF, reduce = e.call & 0xFF, root = e.call >> 16;
+  if (dt > uint32_t(kLastDataType)) return s + "(?)";
+  s += '(';
+  s += dtype_name(DataType(dt));
+  s += " x " + std::to_string(e.bytes / dtype_size(DataType(dt)));
+  if (reduce != 0xFF) {
+    s += ", ";
+    s += reduce <= uint32_t(kLastReduceOp) ? op_name(ReduceOp(reduce)) : "?";
+  }
+  if (root != 0) s += ", root " + std::to_string(root - 1);
+  return s + ")";
+}
+
+// "collective mismatch: this rank is in X, rank 3 in Y".
+std::string mismatch(const Expect& mine, int rank, const Expect& theirs, const char* note = "") {
+  return "collective mismatch: this rank is in " + described(mine) + note + ", rank " +
+         std::to_string(rank) + " in " + described(theirs);
+}
+
+// A Line's `what`: kind, size (<= kLineBytes) and the call word's dtype and reduction (tiny
+// collectives are all-reduces: no root).
+uint32_t line_what(const Expect& e) {
+  return uint32_t(e.kind) << 24 | uint32_t(e.bytes) << 16 | (e.call & 0xFFFF);
+}
+Expect line_expect(uint32_t what) {
+  return {Kind(what >> 24), uint64_t(what >> 16 & 0xFF), what & 0xFFFF};
+}
+Expect stamp_expect(const Stamp& st) {
+  return {Kind(st.kind.load(std::memory_order_relaxed)), st.bytes.load(std::memory_order_relaxed),
+          st.call.load(std::memory_order_relaxed)};
 }
 
 // Waits until `rank`'s flag reaches `target`. On the slow path (after spinning), asks the
@@ -109,9 +145,10 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target,
     if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
       ErrorContext w = where;
       w.peer = rank;
-      throw Error(ErrorCode::peer_failure, w,
-                  "rank " + std::to_string(rank) +
-                      " abandoned this collective (see its error: the ranks disagree on it)");
+      const auto& why = s.header(rank).why;
+      throw Error(ErrorCode::invalid_argument, w,
+                  "rank " + std::to_string(rank) + " abandoned this collective: " +
+                      std::string(why, strnlen(why, sizeof why)));
     }
     if (const std::optional<std::string> other = other_path(rank);
         other && f.value.load(std::memory_order_acquire) < target) {
@@ -144,8 +181,21 @@ void publish(Segment& s, Field f, uint64_t value) {
   publish_flag({c.value, c.waiters}, value);
 }
 
+namespace {
+void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
+                  const ErrorContext& where, const Expect* mine);
+}  // namespace
+
 void wait_for(Segment& s, int rank, Field f, uint64_t value,
               Clock::time_point deadline, const ErrorContext& where) {
+  wait_counter(s, rank, f, value, deadline, where, nullptr);
+}
+
+namespace {
+
+// wait_for, for a collective `mine` (when known) that its message names.
+void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
+                  const ErrorContext& where, const Expect* mine) {
   auto& c = s.header(rank).*f;
   // A peer waited on here can be in a tiny collective only if the ranks called different ones:
   // it would have had to finish this one first.
@@ -153,21 +203,24 @@ void wait_for(Segment& s, int rank, Field f, uint64_t value,
             [&](int j) -> std::optional<std::string> {
               for (const auto& line : s.header(j).lines) {
                 if (line.seq.load(std::memory_order_acquire) > s.next_line) {
-                  return "size mismatch: this rank is in a collective staged in chunks, rank " +
-                         std::to_string(j) + " in " +
-                         described(line.kind.load(), line.bytes.load());
+                  const Expect theirs = line_expect(line.what.load());
+                  if (mine) return mismatch(*mine, j, theirs) + " (one cache line)";
+                  return "collective mismatch: this rank is in a collective staged in chunks, "
+                         "rank " + std::to_string(j) + " in " + described(theirs) +
+                         " (one cache line)";
                 }
               }
               return std::nullopt;
             });
 }
 
+}  // namespace
+
 void publish_line(Segment& s, uint64_t number, const Expect& e, const void* data) {
   auto& line = s.header(s.rank()).lines[number % 2];
-  line.kind.store(uint16_t(e.kind), std::memory_order_relaxed);
-  line.bytes.store(uint16_t(e.bytes), std::memory_order_relaxed);
+  line.what.store(line_what(e), std::memory_order_relaxed);
   std::memcpy(line.payload, data, e.bytes);
-  publish_flag({line.seq, line.waiters}, number);  // releases kind, bytes and payload with it
+  publish_flag({line.seq, line.waiters}, number);  // releases what and payload with it
 }
 
 const uint8_t* wait_line(Segment& s, int rank, uint64_t number, const Expect& e,
@@ -181,25 +234,17 @@ const uint8_t* wait_line(Segment& s, int rank, uint64_t number, const Expect& e,
                 return std::nullopt;
               }
               const auto& st = s.header(j).stamps[s.next_chunk % uint64_t(s.depth())];
-              return "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
-                     " (one cache line), rank " + std::to_string(j) + " in " +
-                     described(st.kind.load(), st.bytes.load()) + ", staged";
+              return mismatch(e, j, stamp_expect(st), " (one cache line)") + ", staged";
             });
-  const uint16_t kind = line.kind.load(std::memory_order_relaxed);
-  const uint16_t bytes = line.bytes.load(std::memory_order_relaxed);
-  if (kind != uint16_t(e.kind) || bytes != e.bytes) {
-    give_up(s, rank, where,
-            "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) +
-                ", rank " + std::to_string(rank) + " in " + described(kind, bytes));
-  }
+  const uint32_t what = line.what.load(std::memory_order_relaxed);
+  if (what != line_what(e)) give_up(s, rank, where, mismatch(e, rank, line_expect(what)));
   return line.payload;
 }
 
 bool line_ready(Segment& s, int rank, uint64_t number, const Expect& e) {
   const auto& line = s.header(rank).lines[number % 2];
   return line.seq.load(std::memory_order_acquire) >= number &&
-         line.kind.load(std::memory_order_relaxed) == uint16_t(e.kind) &&
-         line.bytes.load(std::memory_order_relaxed) == e.bytes;
+         line.what.load(std::memory_order_relaxed) == line_what(e);
 }
 
 void publish_written(Segment& s, uint64_t chunk, const Expect& e) {
@@ -207,6 +252,7 @@ void publish_written(Segment& s, uint64_t chunk, const Expect& e) {
   st.chunk.store(chunk, std::memory_order_relaxed);
   st.bytes.store(e.bytes, std::memory_order_relaxed);
   st.kind.store(uint32_t(e.kind), std::memory_order_relaxed);
+  st.call.store(e.call, std::memory_order_relaxed);
   publish(s, &SlotHeader::written, chunk + 1);  // releases the stamp with it
 }
 
@@ -226,22 +272,25 @@ bool written_ready(Segment& s, int rank, uint64_t chunk, const Expect& e) {
   return h.written.value.load(std::memory_order_acquire) > chunk &&
          st.chunk.load(std::memory_order_relaxed) == chunk &&
          st.bytes.load(std::memory_order_relaxed) == e.bytes &&
-         st.kind.load(std::memory_order_relaxed) == uint32_t(e.kind);
+         st.kind.load(std::memory_order_relaxed) == uint32_t(e.kind) &&
+         st.call.load(std::memory_order_relaxed) == e.call;
 }
 
 void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e,
                   Clock::time_point deadline, const ErrorContext& where) {
-  wait_for(s, rank, &SlotHeader::written, chunk + 1, deadline, where);
+  wait_counter(s, rank, &SlotHeader::written, chunk + 1, deadline, where, &e);
   const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
-  const uint64_t bytes = st.bytes.load(std::memory_order_relaxed);
-  const uint32_t kind = st.kind.load(std::memory_order_relaxed);
-  if (bytes == e.bytes && kind == uint32_t(e.kind) &&
+  const Expect theirs = stamp_expect(st);
+  if (theirs.bytes == e.bytes && theirs.kind == e.kind && theirs.call == e.call &&
       st.chunk.load(std::memory_order_relaxed) == chunk) {
     return;
   }
-  give_up(s, rank, where,
-          "size mismatch: this rank is in " + described(uint32_t(e.kind), e.bytes) + ", rank " +
-              std::to_string(rank) + " in " + described(kind, bytes));
+  give_up(s, rank, where, mismatch(e, rank, theirs));
+}
+
+uint32_t call_word(DataType dt, int reduce, int root) {
+  return uint32_t(root < 0 ? 0 : (root + 1) & 0xFFFF) << 16 | uint32_t(dt) << 8 |
+         uint32_t(reduce < 0 ? 0xFF : reduce & 0xFF);
 }
 
 }  // namespace strata::shm

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "shm/segment.hpp"
+#include "strata/types.hpp"
 
 namespace strata::shm {
 
@@ -25,19 +26,26 @@ void wait_for(Segment& s, int rank, Field f, uint64_t value,
 /// The collective a staged chunk belongs to.
 enum class Kind : uint32_t { all_reduce = 1, reduce_scatter, all_gather, all_to_all, broadcast };
 
-/// What every rank of a collective must agree on: its kind and its bytes per rank. Readers check
-/// the writer's before they touch a chunk, so ranks that disagree on the size fail with an error
-/// naming both sizes instead of reading past what was staged (the always-on size check).
+/// What every rank of a collective must agree on: its kind, its bytes per rank and its call word
+/// (dtype, reduction, root). Readers check the writer's before they touch a chunk, so ranks that
+/// disagree fail with an error naming both calls instead of reading past what was staged or
+/// reducing another type (the always-on mismatch check; docs/architecture.md, "Mismatches").
 struct Expect {
   Kind kind;
   uint64_t bytes;
+  uint32_t call = 0;
 };
 
-/// Stamps staging buffer `chunk` with `e`, then publishes it (written = chunk + 1).
+/// The rest of a call, packed: dtype, reduction (`reduce` < 0: none) and root (< 0: none; the
+/// root of a group on one node fits 16 bits).
+uint32_t call_word(DataType dt, int reduce, int root);
+
+/// Stamps staging buffer `chunk` with `e`, then publishes it (written = chunk + 1). A rank may
+/// stamp a chunk without staging data in it, so that peers can check what it called.
 void publish_written(Segment& s, uint64_t chunk, const Expect& e);
 
 /// Waits until `rank` has staged `chunk`, then checks its stamp against `e`; on a mismatch marks
-/// this rank as having given up and throws (peer_failure, naming `rank` and both collectives).
+/// this rank as having given up and throws (invalid_argument, naming `rank` and both calls).
 void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e,
                   Clock::time_point deadline, const ErrorContext& where);
 

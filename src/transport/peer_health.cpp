@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "transport/call_bits.hpp"
 #include "transport/ucx/stale_files.hpp"
 
 namespace strata::transport {
@@ -76,7 +77,13 @@ bool PeerHealth::take_notice() {
     if (const auto n = transport_->poll_failure()) {
       const std::string who = "rank " + std::to_string(n->culprit);
       const std::string by = "(reported by rank " + std::to_string(n->reporter) + ")";
-      if (n->kind == transport::Notice::aborted) {
+      if (n->kind == transport::Notice::mismatch) {
+        const std::string reporter = "rank " + std::to_string(n->reporter);
+        fail(ErrorCode::invalid_argument, n->culprit,
+             "collective mismatch, found by " + reporter + ": it is in " +
+                 describe_call(n->calls[0]) + ", " + who + " in " + describe_call(n->calls[1]) +
+                 (n->calls[0] == n->calls[1] ? " with another count" : ""));
+      } else if (n->kind == transport::Notice::aborted) {
         fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
       } else if (n->kind == transport::Notice::died) {
         fail(ErrorCode::peer_failure, n->culprit, who + " died " + by);

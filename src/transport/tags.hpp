@@ -1,14 +1,15 @@
 // Message tags, allocated here and nowhere else: the 64-bit layout a transport puts on the wire,
 // and the ranges of collective steps the algorithms and the runtime share.
 //
-// Collective message: [63]=0 | seq:23 | source rank:24 | step:16.
-// Point-to-point:     [63]=1 | [62]=0 | 0:6 | source rank:24 | user tag:32.
-// Control (notices):  [63]=1 | [62]=1 | 0:6 | source rank:24 | 0:32.
-// A receive matches every bit, but an any-source one, which masks only the source's.
+// Collective message: [63]=0 | seq:16 | source rank:19 | call:12 | step:16.
+// Point-to-point:     [63]=1 | [62]=0 | 0:11 | source rank:19 | user tag:32.
+// Control (notices):  [63]=1 | [62]=1 | 0:11 | source rank:19 | 0:32.
+// A receive matches every bit, but an any-source one, which masks only the source's, and a
+// collective one, which masks the call (call_bits.hpp): the receiver compares it on arrival.
 //
 // Two messages with equal tags between one pair match in the order they were posted, so a tag
 // must differ only from those that can be in flight beside it; the sequence number (wrapping
-// after 2^23 collectives) tells operations apart, the step the messages inside one.
+// after 2^16 collectives) tells operations apart, the step the messages inside one.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,10 @@
 
 namespace strata::transport::tags {
 
-constexpr int kSeqBits = 23, kRankBits = 24, kStepBits = 16, kUserTagBits = 32;
-static_assert(1 + kSeqBits + kRankBits + kStepBits == 64, "a collective tag fills 64 bits");
-static_assert(2 + 6 + kRankBits + kUserTagBits == 64, "a point-to-point tag fills 64 bits");
+constexpr int kSeqBits = 16, kRankBits = 19, kCallBits = 12, kStepBits = 16, kUserTagBits = 32;
+static_assert(1 + kSeqBits + kRankBits + kCallBits + kStepBits == 64,
+              "a collective tag fills 64 bits");
+static_assert(2 + 11 + kRankBits + kUserTagBits == 64, "a point-to-point tag fills 64 bits");
 
 /// The largest group the tags can name.
 constexpr int64_t kMaxRanks = int64_t(1) << kRankBits;
@@ -28,6 +30,8 @@ constexpr int64_t kMaxRanks = int64_t(1) << kRankBits;
 constexpr uint64_t kP2PBit = uint64_t(1) << 63;
 constexpr uint64_t kControlBit = uint64_t(1) << 62;
 constexpr uint64_t kSourceBits = ((uint64_t(1) << kRankBits) - 1) << kUserTagBits;
+/// The call's bits of a collective tag.
+constexpr uint64_t kCallMask = ((uint64_t(1) << kCallBits) - 1) << kStepBits;
 
 /// Steps of one collective: [first, first + count). Algorithms that run alone in their sequence
 /// number (binomial, linear, pairwise, recursive doubling, halving-doubling, dissemination)
@@ -63,11 +67,15 @@ static_assert(kRingAllGather.end() <= kFold.first && kFold.end() == kUnfold.firs
               kUnfold.end() == kFingerprint.first);
 static_assert(kFingerprint.end() == uint32_t(1) << kStepBits, "steps fit their 16 bits");
 
-/// The tag of a collective's message from `src` at `step` (< 2^16, see Steps).
-constexpr uint64_t collective(uint64_t seq, int src, uint32_t step) {
-  return ((seq & ((uint64_t(1) << kSeqBits) - 1)) << (kRankBits + kStepBits)) |
-         (uint64_t(uint32_t(src)) << kStepBits) | step;
+/// The tag of a collective's message from `src` at `step` (< 2^16, see Steps), in call `call`
+/// (call_bits.hpp, < 2^12).
+constexpr uint64_t collective(uint64_t seq, int src, uint32_t step, uint32_t call = 0) {
+  return ((seq & ((uint64_t(1) << kSeqBits) - 1)) << (kRankBits + kCallBits + kStepBits)) |
+         (uint64_t(uint32_t(src)) << (kCallBits + kStepBits)) |
+         (uint64_t(call & ((1u << kCallBits) - 1)) << kStepBits) | step;
 }
+constexpr uint32_t call_of(uint64_t tag) { return uint32_t((tag & kCallMask) >> kStepBits); }
+constexpr bool is_collective(uint64_t tag) { return (tag >> 63) == 0; }
 constexpr uint64_t p2p(int src, uint32_t user_tag) {
   return kP2PBit | (uint64_t(uint32_t(src)) << kUserTagBits) | user_tag;
 }

@@ -18,17 +18,21 @@ namespace strata::transport {
 /// What one rank tells the others when the group cannot go on, so that every survivor names the
 /// same culprit instead of blaming the neighbour it happened to wait for.
 struct Notice {
-  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3 };
+  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3, mismatch = 4 };
   int32_t kind = 0;
-  int32_t culprit = -1;   ///< the rank that died, aborted or cannot be reached
+  int32_t culprit = -1;   ///< the rank that died, aborted, cannot be reached or called otherwise
   int32_t reporter = -1;  ///< the rank that noticed
+  /// mismatch: the reporter's and the culprit's call (call_bits.hpp); equal when the sizes
+  /// differed.
+  uint32_t calls[2] = {0, 0};
 };
 
 class Transport : public P2P {
  public:
-  /// Sets the sequence number, error context and deadline that the next collective runs under.
+  /// Sets the sequence number, error context and deadline that the next collective runs under,
+  /// and its call (call_bits.hpp) with this rank's count, which its messages carry and check.
   virtual void begin_collective(uint64_t seq, const ErrorContext& where,
-                                Clock::time_point deadline) = 0;
+                                Clock::time_point deadline, uint32_t call, int64_t count) = 0;
 
   /// User point-to-point messages (tags in their own space).
   virtual Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) = 0;
@@ -65,7 +69,8 @@ class Transport : public P2P {
   /// A failure learnt from the network: a peer's notice, else an endpoint the transport
   /// declared failed (reported as `unreachable` by this rank). Progresses once.
   virtual std::optional<Notice> poll_failure() = 0;
-  /// Sends `n` to every peer except `n.culprit` and this rank; best effort, bounded (200 ms).
+  /// Sends `n` to every peer except this rank and (but for a mismatch) `n.culprit`; best
+  /// effort, bounded (200 ms).
   virtual void send_notice(const Notice& n) = 0;
 };
 

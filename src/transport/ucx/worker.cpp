@@ -14,6 +14,7 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "base/spin_policy.hpp"
+#include "transport/call_bits.hpp"
 #include "transport/tags.hpp"
 
 namespace strata::ucx {
@@ -163,11 +164,24 @@ Worker::~Worker() {
 
 // ---- Messages ---------------------------------------------------------------------------------
 
-void Worker::begin_collective(uint64_t seq, const ErrorContext& where,
-                              Clock::time_point deadline) {
+void Worker::begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
+                              uint32_t call, int64_t count) {
   seq_ = seq;
   where_ = where;
   deadline_ = deadline;
+  call_ = call;
+  count_ = count;
+}
+
+Error Worker::mismatch(const ErrorContext& where, int peer, uint32_t theirs,
+                       const std::string& sizes) {
+  // The peers waiting on this rank, or on ranks waiting on it, learn of it at once.
+  send_notice({Notice::mismatch, int32_t(peer), int32_t(rank_), {call_, theirs}});
+  ErrorContext w = where;
+  w.peer = peer;
+  return Error(ErrorCode::invalid_argument, w,
+               "collective mismatch: this rank is in " + transport::describe_call(call_, count_) + ", rank " +
+                   std::to_string(peer) + " in " + transport::describe_call(theirs) + sizes);
 }
 
 Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
@@ -207,7 +221,7 @@ uint64_t Worker::collective_tag(int src, uint32_t step) const {
                 "collective message step " + std::to_string(step) + " does not fit the tag's " +
                     std::to_string(tags::kStepBits) + " bits (src/transport/tags.hpp)");
   }
-  return tags::collective(seq_, src, step);
+  return tags::collective(seq_, src, step, call_);
 }
 
 transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
@@ -215,7 +229,8 @@ transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint3
 }
 
 transport::Request Worker::irecv(int peer, void* data, size_t bytes, uint32_t step) {
-  return post(true, peer, data, bytes, collective_tag(peer, step));
+  // Any call's message matches: test() compares the call once it has arrived.
+  return post(true, peer, data, bytes, collective_tag(peer, step), kFullMask & ~tags::kCallMask);
 }
 
 transport::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32_t tag) {
@@ -232,8 +247,8 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
   if (!r.handle) return true;
   ucs_status_t s;
   size_t got = r.bytes;
+  ucp_tag_recv_info_t info{};
   if (r.is_recv) {
-    ucp_tag_recv_info_t info{};
     s = ucp_tag_recv_request_test(r.handle, &info);
     got = info.length;
     if (s == UCS_OK && r.peer < 0) r.peer = tags::source_of_p2p(info.sender_tag);
@@ -245,6 +260,17 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
   r.handle = nullptr;
   ErrorContext w = where;
   w.peer = r.peer;
+  const bool arrived = s == UCS_OK || s == UCS_ERR_MESSAGE_TRUNCATED;
+  if (r.is_recv && arrived && tags::is_collective(info.sender_tag)) {
+    const uint32_t theirs = tags::call_of(info.sender_tag);
+    if (theirs != call_) throw mismatch(where, r.peer, theirs, "");
+    if (s == UCS_ERR_MESSAGE_TRUNCATED || got != r.bytes) {
+      throw mismatch(where, r.peer, theirs,
+                     " with another count (it sent " +
+                         (s == UCS_OK ? std::to_string(got) : "more than " + std::to_string(r.bytes)) +
+                         " bytes where this rank expected " + std::to_string(r.bytes) + ")");
+    }
+  }
   if (s == UCS_ERR_MESSAGE_TRUNCATED) {
     throw Error(ErrorCode::peer_failure, w,
                 "size mismatch: peer sent more than the " + std::to_string(r.bytes) +
@@ -383,7 +409,8 @@ void Worker::send_notice(const Notice& n) {
   p.datatype = ucp_dt_make_contig(1);
   notice_out_ = n;  // a member: a send still in flight after the bound below keeps a valid buffer
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_ || peer == n.culprit || !eps_[size_t(peer)]) continue;
+    if (peer == rank_ || !eps_[size_t(peer)]) continue;
+    if (peer == n.culprit && n.kind != Notice::mismatch) continue;  // it is gone
     ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
                                           tags::control(rank_), &p);
     if (UCS_PTR_IS_PTR(r)) sending.push_back(r);

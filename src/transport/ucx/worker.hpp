@@ -51,8 +51,8 @@ class Worker final : public transport::Transport {
   void* scratch(size_t bytes, int slot) override;
 
   // transport::Transport, used by the op queue and peer health.
-  void begin_collective(uint64_t seq, const ErrorContext& where,
-                        Clock::time_point deadline) override;
+  void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
+                        uint32_t call, int64_t count) override;
   transport::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) override;
   transport::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag) override;
   bool test(transport::Request& r, const ErrorContext& where) override;
@@ -70,6 +70,9 @@ class Worker final : public transport::Transport {
 
  private:
   Error failure(ErrorCode code, int peer, const std::string& what) const;
+  /// A collective message from `peer` of call `theirs` (or of the wrong size: `sizes` says how)
+  /// in this rank's call: tells every rank, and returns the error to throw.
+  Error mismatch(const ErrorContext& where, int peer, uint32_t theirs, const std::string& sizes);
   /// The watchdog says the current operation cannot complete (a peer died, an abort).
   bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -91,6 +94,8 @@ class Worker final : public transport::Transport {
   std::vector<size_t> scratch_size_;
   // State of the collective being run (only touched by the executing thread).
   uint64_t seq_ = 0;
+  uint32_t call_ = 0;   // of the collective under way (call_bits.hpp)
+  int64_t count_ = 0;   // ... and this rank's count in it, for messages
   ErrorContext where_;
   Clock::time_point deadline_;
   bool oversubscribed_ = false;
