@@ -66,4 +66,10 @@ bool ProcessId::alive() const {
   return state != 'Z' && state != 'X' && start == start_ticks;
 }
 
+bool ProcessId::stopped() const {
+  char state = 0;
+  uint64_t start = 0;
+  return read_stat(pid, state, start) && start == start_ticks && (state == 'T' || state == 't');
+}
+
 }  // namespace strata::bootstrap

@@ -24,6 +24,8 @@ struct ProcessId {
   /// False once the process has exited (or is a zombie, or its pid was reused). Only meaningful
   /// when observable(); reads /proc, no signal is sent.
   bool alive() const;
+  /// True while the process is stopped (SIGSTOP, SIGTSTP, a debugger). Like alive().
+  bool stopped() const;
 };
 
 }  // namespace strata::bootstrap

@@ -106,6 +106,18 @@ bool PeerHealth::take_notice() {
 Error PeerHealth::explain(const Error& e) const {
   const int peer = e.where().peer;
   if (e.code() == ErrorCode::peer_failure || e.code() == ErrorCode::aborted) return e;
+  if (e.code() == ErrorCode::timeout) {
+    // The peer waited on may itself be waiting on a rank that is stopped: name that one.
+    for (size_t r = 0; r < processes_.size(); ++r) {
+      if (int(r) == rank_ || !processes_[r].observable() || !processes_[r].stopped()) continue;
+      ErrorContext w = e.where();
+      w.peer = int(r);
+      return Error(ErrorCode::timeout, w,
+                   "rank " + std::to_string(r) + " is stopped (its process " +
+                       std::to_string(processes_[r].pid) +
+                       " on this machine is in state T: SIGSTOP, a debugger?): " + e.what());
+    }
+  }
   if (peer < 0 || peer >= int(processes_.size()) || process_alive(peer)) return e;
   return Error(ErrorCode::peer_failure, e.where(),
                "rank " + std::to_string(peer) + " died (its process " +

@@ -49,7 +49,8 @@ class PeerHealth final : public transport::Watchdog {
   /// True once failed.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   /// `e`, or when the peer it names is a process of this machine that has exited, an error
-  /// saying that this peer died (for failures while the group is being set up).
+  /// saying that this peer died (for failures while the group is being set up); a timeout,
+  /// when a rank of this machine is stopped, names that rank (it may not be the peer waited on).
   Error explain(const Error& e) const;
   /// The failure as an Error at `where` (only when failed()).
   Error failure(const ErrorContext& where) const;

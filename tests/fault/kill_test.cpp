@@ -164,6 +164,23 @@ bool reap(Job& job, Clock::time_point until) {
   return true;
 }
 
+// Reaps the ranks but `spared` until `until`; false if one of them is still running then.
+bool reap_all_but(Job& job, int spared, Clock::time_point until) {
+  for (;;) {
+    bool left = false;
+    for (int r = 0; r < kRanks; ++r) left = left || (r != spared && job.status[r] == -1);
+    if (!left) return true;
+    int st = 0;
+    const pid_t p = ::waitpid(-1, &st, WNOHANG);
+    for (int r = 0; r < kRanks && p > 0; ++r) {
+      if (job.pids[r] == p) job.status[r] = st, job.ended[r] = Clock::now();
+    }
+    if (p > 0) continue;
+    if (Clock::now() > until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+}
+
 int reps(int fallback) {
   const char* v = std::getenv("STRATA_KILL_REPS");
   return v ? std::atoi(v) : fallback;
@@ -295,6 +312,35 @@ TEST(KillRank, PipelineStageMidStep) {
 // for it in the barrier that ends setup; rank 2 lives. Every other rank must name rank 2, the
 // report, not rank 1, the process gone from the table (kill_test once caught rank 3 naming rank 1
 // when rank 1 had given up in setup because of rank 2).
+// A rank that is stopped (SIGSTOP), not dead, on the network path (STRATA_SHM=0): the survivors
+// time out, and each names the stopped rank, not the neighbour it happened to wait for (which
+// waits for the stopped one itself) (issue 22).
+TEST(StopRank, TheStoppedRankIsNamedAtTheTimeout) {
+  std::mt19937 rng(std::random_device{}());
+  const fs::path dir = fs::path(STRATA_KILL_DIR) / "stopped";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ::setenv("STRATA_SHM", "0", 1);  // inherited by the ranks
+  Job job = launch("collective", dir, 0);
+  ::unsetenv("STRATA_SHM");
+  ASSERT_TRUE(all_ready(job, 30s)) << "the job did not start";
+  const int victim = int(rng() % kRanks);
+  ::kill(job.pids[victim], SIGSTOP);
+  const auto stopped = Clock::now();
+  const bool all_ended =
+      reap_all_but(job, victim, stopped + std::chrono::seconds(kTimeoutSeconds) + kGrace);
+  ::kill(job.pids[victim], SIGKILL);
+  ::waitpid(job.pids[victim], &job.status[victim], 0);
+  if (!all_ended) reap(job, Clock::now() + 1s);  // kills what is left
+  check_survivors(job, victim, stopped, all_ended, 0ms, 3,
+                  "culprit=" + std::to_string(victim) + "\n");
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == victim) continue;
+    const std::string log = slurp(dir / ("rank" + std::to_string(r) + ".log"));
+    EXPECT_NE(log.find("is stopped"), std::string::npos) << "rank " << r << ":\n" << log;
+  }
+}
+
 TEST(SetupFailure, TheOthersNameTheRankItReportedNotTheRankThatGaveUp) {
   const fs::path dir = fs::path(STRATA_KILL_DIR) / "gives_up_in_setup";
   fs::remove_all(dir);

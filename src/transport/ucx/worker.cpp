@@ -298,13 +298,14 @@ bool Worker::group_failed() {
   }
 }
 
-void Worker::cancel(transport::Request& r) {
+void Worker::cancel(transport::Request& r) { cancel_by(r, Clock::now() + std::chrono::seconds(5)); }
+
+void Worker::cancel_by(transport::Request& r, Clock::time_point until) {
   if (!r.handle) return;
   ucp_request_cancel(worker_, r.handle);
   // A receive not yet matched ends at once. A transfer under way (a rendezvous send, or a receive
   // being copied) ends when its peer answers, which a dead peer never does: wait for it only
-  // while the group is healthy, at most 5 s.
-  auto until = Clock::now() + std::chrono::seconds(5);
+  // while the group is healthy, until `until`.
   while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until &&
          !group_failed())
     progress();
@@ -343,6 +344,13 @@ void Worker::wait(std::span<transport::Request> reqs) {
       else if (now >= spin_until)
         sched_yield();
     }
+  } catch (const Error& e) {
+    // One bound for all: 5 s, or 1 s after a timeout, whose peer did not answer for the whole
+    // of STRATA_TIMEOUT and will not now (a stopped process holds a rendezvous send for ever).
+    const auto until = Clock::now() + (e.code() == ErrorCode::timeout ? std::chrono::seconds(1)
+                                                                        : std::chrono::seconds(5));
+    for (auto& r : reqs) cancel_by(r, until);
+    throw;
   } catch (...) {
     for (auto& r : reqs) cancel(r);
     throw;

@@ -70,6 +70,8 @@ class Worker final : public transport::Transport {
 
  private:
   Error failure(ErrorCode code, int peer, const std::string& what) const;
+  /// cancel(), waiting for a transfer under way at most until `until`.
+  void cancel_by(transport::Request& r, Clock::time_point until);
   /// A collective message from `peer` of call `theirs` (or of the wrong size: `sizes` says how)
   /// in this rank's call: tells every rank, and returns the error to throw.
   Error mismatch(const ErrorContext& where, int peer, uint32_t theirs, const std::string& sizes);
