@@ -16,15 +16,6 @@ Link slowest(const Link& a, const Link& b) {
   return {a.cls, std::min(a.bandwidth_gbs, b.bandwidth_gbs), std::max(a.latency_us, b.latency_us)};
 }
 
-Link nic_link(const NodeTopology& node, int rank) {
-  const RankPlacement me = place_rank(node, rank);
-  const int nic = node.find(me.nic);
-  const NicKind kind = nic >= 0 ? node.devices[size_t(nic)].nic_kind : NicKind::unknown;
-  double rate = nic >= 0 ? node.devices[size_t(nic)].rate_gbps : 0;
-  if (rate <= 0) rate = topo::default_nic_rate_gbps(kind);
-  return {PathClass::net, rate / 8, topo::nic_latency_us(kind)};
-}
-
 }  // namespace
 
 std::string my_links(int rank) {
@@ -33,7 +24,8 @@ std::string my_links(int rank) {
   std::call_once(once, [rank] {
     // Ranks of one node share its memory through one CPU (the segment's and UCX's copies).
     const Link host{PathClass::phb, topo::kHostCopyGbs, topo::kHostLatencyUs};
-    const Link net = nic_link(detect_node(), rank);
+    const NodeTopology node = detect_node();
+    const Link net = topo::nic_link(node, place_rank(node, rank).nic);
     std::ostringstream out;
     out << host.bandwidth_gbs << ' ' << host.latency_us << ' ' << net.bandwidth_gbs << ' '
         << net.latency_us;

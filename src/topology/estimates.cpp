@@ -65,6 +65,14 @@ double default_nic_rate_gbps(NicKind k) {
   return is_rdma(k) ? 100 : 10;
 }
 
+Link nic_link(const NodeTopology& node, std::string_view nic) {
+  const int i = node.find(nic);
+  const NicKind kind = i >= 0 ? node.devices[size_t(i)].nic_kind : NicKind::unknown;
+  double rate = i >= 0 ? node.devices[size_t(i)].rate_gbps : 0;
+  if (rate <= 0) rate = default_nic_rate_gbps(kind);
+  return {PathClass::net, rate / 8, nic_latency_us(kind)};
+}
+
 double nic_latency_us(NicKind k) {
   switch (k) {
     case NicKind::infiniband:

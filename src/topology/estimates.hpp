@@ -3,6 +3,8 @@
 // source of each.
 #pragma once
 
+#include <string_view>
+
 #include "strata/topology.hpp"
 #include "topology/graph.hpp"
 
@@ -31,6 +33,9 @@ double default_nic_rate_gbps(NicKind k);
 double nic_latency_us(NicKind k);
 /// RDMA-capable (InfiniBand, RoCE, Omni-Path, EFA) rather than plain Ethernet.
 bool is_rdma(NicKind k);
+/// A rank's way off its node through NIC `nic` of `node` (its rate, or the default for its
+/// kind); no such NIC: plain Ethernet figures.
+Link nic_link(const NodeTopology& node, std::string_view nic);
 
 /// A device's path to itself (LOC): its memory for GPUs, a host copy for CPUs, its rate for NICs.
 Link self_link(const Device& d);

@@ -135,16 +135,9 @@ Link JobTopology::link(int a, int b) const {
   if (a == b) return {PathClass::loc, topo::kGpuLocalGbs, topo::class_latency_us(PathClass::loc)};
   if (node_of_rank[size_t(a)] != node_of_rank[size_t(b)]) {
     // Across nodes: the slower of the two NICs (a rank without one: plain Ethernet figures).
-    double gbs = 0, lat = 0;
-    for (const auto& [node, r] : {std::pair{&na, &ra}, std::pair{&nb, &rb}}) {
-      int nic = node->find(r->nic);
-      NicKind kind = nic >= 0 ? node->devices[size_t(nic)].nic_kind : NicKind::unknown;
-      double rate = nic >= 0 ? node->devices[size_t(nic)].rate_gbps : 0;
-      if (rate <= 0) rate = topo::default_nic_rate_gbps(kind);
-      gbs = gbs == 0 ? rate / 8 : std::min(gbs, rate / 8);
-      lat = std::max(lat, topo::nic_latency_us(kind));
-    }
-    return {PathClass::net, gbs, lat};
+    const Link a = topo::nic_link(na, ra.nic), b = topo::nic_link(nb, rb.nic);
+    return {PathClass::net, std::min(a.bandwidth_gbs, b.bandwidth_gbs),
+            std::max(a.latency_us, b.latency_us)};
   }
   int ea = endpoint(na, ra), eb = endpoint(na, rb);
   const bool cpu_only = ra.gpu < 0 && rb.gpu < 0;
