@@ -30,8 +30,9 @@ std::string gone_key(int rank);
 
 /// Runs `call(slice)`, a blocking store call that throws ErrorCode::timeout, in slices of at
 /// most 250 ms until it returns (true), `timeout` passes (its last timeout is rethrown), or
-/// `stop()`, asked between slices, says to give up (false). A wait that outlasts a slice
-/// reconnects to the TCP store (tcp_store_client.cpp), so slices are not much shorter.
+/// `stop()`, asked between slices, says to give up (false). The TCP store answers a slice that
+/// runs out with TIMEOUT on the same connection (tcp_store_client.cpp): a slice costs a round
+/// trip and the questions asked between slices.
 bool in_slices(std::chrono::milliseconds timeout,
                const std::function<void(std::chrono::milliseconds)>& call,
                const std::function<bool()>& stop);

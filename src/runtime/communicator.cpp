@@ -17,6 +17,19 @@ uint8_t* at(const Buffer& b, size_t elements) {
   return static_cast<uint8_t*>(b.data) + elements * dtype_size(b.dtype);
 }
 
+// Runs `checks`, those only this rank can make (a root's buffers). A failure is told to every
+// rank before it is thrown here, so that the others fail naming this rank instead of waiting.
+template <typename Checks>
+void root_checks(Communicator::Impl& c, const char* op, int root, Buffer data, int reduce,
+                 Checks checks) {
+  try {
+    checks();
+  } catch (const Error& e) {
+    c.refuse(op, root, data, reduce, e);
+    throw;
+  }
+}
+
 Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
   if (!impl) {
     throw Error(ErrorCode::invalid_argument, {},
@@ -162,10 +175,12 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
   if (is_root) {
-    check.buffer(in, "input");
-    check.same_dtype(in, out);
-    check.count(out, in.count, "output", "broadcast output has the input's count");
-    check.no_overlap(in, out, in.data == out.data);
+    root_checks(c, "broadcast", root, out, -1, [&] {
+      check.buffer(in, "input");
+      check.same_dtype(in, out);
+      check.count(out, in.count, "output", "broadcast output has the input's count");
+      check.no_overlap(in, out, in.data == out.data);
+    });
   }
   return runtime::call(c, algo::Collective::broadcast,
                        {.in = is_root ? in.data : out.data, .out = out.data, .count = out.count,
@@ -180,10 +195,12 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
   check.reduce_op(in.dtype, op);
   const bool is_root = c.rank == root;
   if (is_root) {
-    check.buffer(out, "output");
-    check.same_dtype(in, out);
-    check.count(out, in.count, "output", "reduce output has the input's count");
-    check.no_overlap(in, out, in.data == out.data);
+    root_checks(c, "reduce", root, in, int(op), [&] {
+      check.buffer(out, "output");
+      check.same_dtype(in, out);
+      check.count(out, in.count, "output", "reduce output has the input's count");
+      check.no_overlap(in, out, in.data == out.data);
+    });
   }
   return runtime::call(c, algo::Collective::reduce,
                        {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
@@ -197,10 +214,13 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
   check.buffer(in, "input");
   const bool is_root = c.rank == root;
   if (is_root) {
-    check.buffer(out, "output");
-    check.same_dtype(in, out);
-    check.count(out, in.count * c.size, "output", "gather output at root is size() * input count");
-    check.no_overlap(in, out, in.data == at(out, in.count * root));
+    root_checks(c, "gather", root, in, -1, [&] {
+      check.buffer(out, "output");
+      check.same_dtype(in, out);
+      check.count(out, in.count * c.size, "output",
+                  "gather output at root is size() * input count");
+      check.no_overlap(in, out, in.data == at(out, in.count * root));
+    });
   }
   return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](algo::Exec& e) {
     if (in.count > 0) algo::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
@@ -214,10 +234,13 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
   if (is_root) {
-    check.buffer(in, "input");
-    check.same_dtype(in, out);
-    check.count(in, out.count * c.size, "input", "scatter input at root is size() * output count");
-    check.no_overlap(in, out, out.data == at(in, out.count * root));
+    root_checks(c, "scatter", root, out, -1, [&] {
+      check.buffer(in, "input");
+      check.same_dtype(in, out);
+      check.count(in, out.count * c.size, "input",
+                  "scatter input at root is size() * output count");
+      check.no_overlap(in, out, out.data == at(in, out.count * root));
+    });
   }
   return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](algo::Exec& e) {
     if (out.count > 0) algo::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);

@@ -184,6 +184,26 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   return Work(queue_->submit(std::move(op)));
 }
 
+void Communicator::Impl::refuse(const char* op_name, int peer, Buffer data, int reduce,
+                                const Error& e) {
+  runtime::Op op;
+  op.dtype = data.dtype;
+  op.count = data.count;
+  op.reduce = reduce;
+  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);  // the others' too
+  op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  const uint32_t call = transport::call_bits(op_name, data.dtype, reduce);
+  op.run = [this, call, e](transport::Transport& w, runtime::Op&) {
+    w.send_notice({transport::Notice::refused, int32_t(rank), int32_t(rank), {call, 0}});
+    throw e;
+  };
+  // Run now: the caller throws `e` next and may drop the group, and with it what is queued.
+  try {
+    Work(queue_->submit(std::move(op))).wait();
+  } catch (const Error&) {  // `e` itself, which the caller throws
+  }
+}
+
 Work Communicator::Impl::point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag) {
   runtime::Op op;
   op.is_collective = false;

@@ -31,6 +31,11 @@ class Communicator::Impl : private algo::TwoLevel {
   /// `reduce`: the ReduceOp of a reduction (for STRATA_CHECK's fingerprint), else -1.
   Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
                   std::function<void(algo::Exec&)> body);
+  /// For arguments only this rank could check (a root's buffers), refused with `e`: runs, in
+  /// the collective's place (after what is queued before it), telling every rank so (their waits
+  /// fail at once, naming this one) and failing with `e`, which leaves the group unusable here
+  /// too. The caller throws `e`.
+  void refuse(const char* op, int peer, Buffer data, int reduce, const Error& e);
   /// The flight recorder's table (see comm/flight_recorder.hpp).
   std::string flight_record() const { return queue_->recorder().dump("on request"); }
   /// The algorithm for collective `c` on `bytes` per rank (the registry's cost model or

@@ -83,6 +83,10 @@ bool PeerHealth::take_notice() {
              "collective mismatch, found by " + reporter + ": it is in " +
                  describe_call(n->calls[0]) + ", " + who + " in " + describe_call(n->calls[1]) +
                  (n->calls[0] == n->calls[1] ? " with another count" : ""));
+      } else if (n->kind == transport::Notice::refused) {
+        fail(ErrorCode::invalid_argument, n->culprit,
+             who + " refused its own arguments to " + describe_call(n->calls[0]) +
+                 " (see its error), so the others cannot complete it");
       } else if (n->kind == transport::Notice::aborted) {
         fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
       } else if (n->kind == transport::Notice::died) {

@@ -18,12 +18,12 @@ namespace strata::transport {
 /// What one rank tells the others when the group cannot go on, so that every survivor names the
 /// same culprit instead of blaming the neighbour it happened to wait for.
 struct Notice {
-  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3, mismatch = 4 };
+  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3, mismatch = 4, refused = 5 };
   int32_t kind = 0;
   int32_t culprit = -1;   ///< the rank that died, aborted, cannot be reached or called otherwise
   int32_t reporter = -1;  ///< the rank that noticed
-  /// mismatch: the reporter's and the culprit's call (call_bits.hpp); equal when the sizes
-  /// differed.
+  /// mismatch: the reporter's and the culprit's call (call_bits.hpp), equal when the sizes
+  /// differed; refused (the culprit refused its own arguments): its call, then 0.
   uint32_t calls[2] = {0, 0};
 };
 

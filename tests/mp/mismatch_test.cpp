@@ -181,3 +181,44 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
 INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch,
                          ::testing::Values(size_t(5), size_t(12), size_t(1000), size_t(1) << 15,
                                            size_t(1) << 18));
+
+// Arguments only the root can check (its buffers): the root's call throws, and every other rank
+// fails naming it, at once, instead of waiting for it until STRATA_TIMEOUT (issue 22). Gather's
+// non-roots only send, so they may finish first; their next call on the group fails instead.
+TEST(RootArguments, ARefusedRootFailsEveryRankNamingIt) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (const std::string op : {"scatter", "broadcast", "gather"}) {
+    SCOPED_TRACE(op);
+    Communicator c = w.split(0, w.rank());
+    const bool root = c.rank() == 0;
+    const size_t n = size_t(c.size());
+    std::vector<float> small(3), block(4), all(4 * n);
+    const auto t0 = Clock::now();
+    try {
+      if (op == "scatter") c.scatter(root ? buffer(small) : buffer(all), buffer(block), 0).wait();
+      if (op == "broadcast") {
+        c.broadcast(root ? buffer(small) : buffer(block), buffer(block), 0).wait();
+      }
+      if (op == "gather") {
+        c.gather(buffer(block), root ? buffer(small) : buffer(all), 0).wait();
+        if (!root) c.barrier().wait();  // a sender may have finished: the group is unusable
+      }
+      ADD_FAILURE() << "no error on rank " << c.rank();
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
+      if (root) {
+        EXPECT_NE(m.find(op + " failed on rank 0"), std::string::npos) << m;
+        EXPECT_NE(m.find(op == "broadcast" ? "output has 4 elements, expected 3" : "has 3 elements"),
+                  std::string::npos)
+            << m;
+      } else {
+        EXPECT_NE(m.find("rank 0 refused its own arguments to " + op + "(f32)"), std::string::npos)
+            << m;
+        EXPECT_EQ(e.where().peer, 0) << m;
+      }
+    }
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10)) << "STRATA_TIMEOUT is 120 s here";
+  }
+}
