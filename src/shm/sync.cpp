@@ -182,16 +182,6 @@ void publish(Segment& s, Field f, uint64_t value) {
 }
 
 namespace {
-void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
-                  const ErrorContext& where, const Expect* mine);
-}  // namespace
-
-void wait_for(Segment& s, int rank, Field f, uint64_t value,
-              Clock::time_point deadline, const ErrorContext& where) {
-  wait_counter(s, rank, f, value, deadline, where, nullptr);
-}
-
-namespace {
 
 // wait_for, for a collective `mine` (when known) that its message names.
 void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
@@ -215,6 +205,11 @@ void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_poi
 }
 
 }  // namespace
+
+void wait_for(Segment& s, int rank, Field f, uint64_t value,
+              Clock::time_point deadline, const ErrorContext& where) {
+  wait_counter(s, rank, f, value, deadline, where, nullptr);
+}
 
 void publish_line(Segment& s, uint64_t number, const Expect& e, const void* data) {
   auto& line = s.header(s.rank()).lines[number % 2];
