@@ -42,6 +42,25 @@ TEST(Tags, CallBitsTellKindDtypeAndReductionApart) {
   EXPECT_EQ(t::describe_call(sum_f32, 4), "all_reduce(f32 x 4, sum)");
   EXPECT_EQ(t::describe_call(t::call_bits("broadcast", DataType::bf16, -1)), "broadcast(bf16)");
   EXPECT_EQ(t::describe_call(t::call_bits("barrier", DataType::u8, -1)), "barrier(u8)");
+  EXPECT_EQ(t::describe_call({t::call_bits("broadcast", DataType::i32, -1), 1, 3}),
+            "broadcast(i32 x 3, root 1)");
+}
+
+TEST(Tags, CallsAreCompatibleOnlyWhenEverythingAgrees) {
+  using strata::DataType;
+  namespace t = strata::transport;
+  const uint32_t bcast = t::call_bits("broadcast", DataType::f32, -1);
+  const t::Call root0{bcast, 0, 8};
+  EXPECT_TRUE(t::compatible(root0, root0));
+  EXPECT_FALSE(t::compatible(root0, {bcast, 1, 8}));
+  EXPECT_FALSE(t::compatible(root0, {bcast, 0, 9}));
+  EXPECT_FALSE(t::compatible(root0, {t::call_bits("broadcast", DataType::i32, -1), 0, 8}));
+  EXPECT_TRUE(t::compatible(root0, {bcast, 0, -1})) << "an unknown count is not a difference";
+  // all_to_allv's ranks send different amounts by design.
+  const uint32_t a2av = t::call_bits("all_to_allv", DataType::f32, -1);
+  EXPECT_TRUE(t::compatible({a2av, -1, 5}, {a2av, -1, 7}));
+  const uint32_t a2a = t::call_bits("all_to_all", DataType::f32, -1);
+  EXPECT_FALSE(t::compatible({a2av, -1, 5}, {a2a, -1, 5}));
 }
 
 TEST(Tags, PointToPointAndControlAreApartFromCollectives) {
@@ -51,14 +70,33 @@ TEST(Tags, PointToPointAndControlAreApartFromCollectives) {
   EXPECT_EQ((p >> 62) & 1, 0u) << "a user tag never reads as a control notice";
   EXPECT_EQ(tags::source_of_p2p(p), 0x7FFFF);
   EXPECT_EQ(tags::source_of_p2p(tags::p2p(42, 7)), 42);
-  const uint64_t c = tags::control(42);
+  const uint64_t c = tags::control(42, tags::Control::query);
   EXPECT_EQ(c >> 62, 3u);
   EXPECT_EQ(tags::source_of_p2p(c), 42);
   // An any-source receive masks the source only: it matches every sender's p2p tag, and no
-  // control notice.
+  // control message; a control receive matches its own kind only.
   const uint64_t mask = ~tags::kSourceBits;
   EXPECT_EQ(tags::p2p(9, 7) & mask, tags::p2p(0, 7) & mask);
-  EXPECT_NE(tags::control(9) & mask, tags::p2p(0, 0) & mask);
+  EXPECT_NE(tags::control(9, tags::Control::notice) & mask, tags::p2p(0, 0) & mask);
+  EXPECT_EQ(tags::control(9, tags::Control::answer) & mask,
+            tags::control(0, tags::Control::answer) & mask);
+  EXPECT_NE(tags::control(9, tags::Control::answer) & mask,
+            tags::control(0, tags::Control::query) & mask);
+}
+
+TEST(Tags, SequenceAndSourceComeBackOutOfACollectiveTag) {
+  const uint64_t t = tags::collective(0x1234, 0x7ABCD, 0xFFFF, 0xFFF);
+  EXPECT_EQ(tags::seq_of(t), 0x1234u);
+  EXPECT_EQ(tags::source_of_collective(t), 0x7ABCD);
+  // A probe for one call's messages (any source, step or call) matches no other call's, and no
+  // point-to-point or control message.
+  const uint64_t probe = tags::collective(0x1234, 0, 0);
+  EXPECT_EQ(t & tags::kSeqMask, probe & tags::kSeqMask);
+  EXPECT_NE(tags::collective(0x1235, 0x7ABCD, 0xFFFF, 0xFFF) & tags::kSeqMask,
+            probe & tags::kSeqMask);
+  EXPECT_NE(tags::p2p(0, 0) & tags::kSeqMask, tags::collective(0, 0, 0) & tags::kSeqMask);
+  EXPECT_NE(tags::control(0, tags::Control::notice) & tags::kSeqMask,
+            tags::collective(0, 0, 0) & tags::kSeqMask);
 }
 
 TEST(Tags, SharedStepRangesAreDisjoint) {

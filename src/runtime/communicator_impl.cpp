@@ -169,15 +169,15 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.reduce = reduce;
   const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
-  const uint32_t call = transport::call_bits(op_name, data.dtype, reduce);
+  const transport::Call call{transport::call_bits(op_name, data.dtype, reduce), int32_t(peer),
+                            int64_t(data.count)};
   op.run = [this, body = std::move(body), seq, call](transport::Transport& w, runtime::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
-    const auto count = int64_t(self.count);
     if (config().check) {  // the full exchange, whose messages carry no call to check
-      w.begin_collective(seq, self.where, self.deadline, 0, count);
+      w.begin_collective(seq, self.where, self.deadline, call, false);
       runtime::agree_on_fingerprint(w, self);
     }
-    w.begin_collective(seq, self.where, self.deadline, call, count);
+    w.begin_collective(seq, self.where, self.deadline, call, true);
     algo::Exec e{w, shm_.get(), &write_modes_, this, self.deadline, self.where};
     body(e);
   };
@@ -192,9 +192,9 @@ void Communicator::Impl::refuse(const char* op_name, int peer, Buffer data, int 
   op.reduce = reduce;
   const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);  // the others' too
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
-  const uint32_t call = transport::call_bits(op_name, data.dtype, reduce);
+  const transport::Call call{transport::call_bits(op_name, data.dtype, reduce)};
   op.run = [this, call, e](transport::Transport& w, runtime::Op&) {
-    w.send_notice({transport::Notice::refused, int32_t(rank), int32_t(rank), {call, 0}});
+    w.send_notice({transport::Notice::refused, int32_t(rank), int32_t(rank), {call, {}}});
     throw e;
   };
   // Run now: the caller throws `e` next and may drop the group, and with it what is queued.

@@ -373,6 +373,17 @@ void OpQueue::progress_loop() {
       // The network is only polled for pending receives/sends; collectives poll it themselves.
       while (step_locked() || (!p2p_pending_.empty() && transport_->progress())) {
       }
+      // Nothing runs: answer the peers' questions about past calls, look for their messages
+      // that nobody took (transport/call_history.hpp), and fail the group on a mismatch. A
+      // failed group only answers (a peer may be asking what this rank called).
+      if (Clock::now() >= next_look_back_) {
+        next_look_back_ = Clock::now() + kLookBackInterval;
+        if (!broken_.empty() || health_->failed()) {
+          transport_->progress();
+        } else if (transport_->look_back()) {
+          health_->await_news(Clock::now());
+        }
+      }
       if (!p2p_pending_.empty()) {
         if (!transport_->arm()) continue;  // events arrived meanwhile: progress again
         wait_on_network = true;
@@ -381,7 +392,9 @@ void OpQueue::progress_loop() {
     // Sleep without holding the worker, so a waiting caller can take over. With receives
     // pending, wake at least every 100 ms to check their deadlines.
     epoll_event ev[3];
-    int n = wait_on_network ? ::epoll_wait(net_epoll_, ev, 3, 100) : ::epoll_wait(idle_epoll_, ev, 3, -1);
+    const int idle_ms = int(std::chrono::milliseconds(kLookBackInterval).count());
+    int n = ::epoll_wait(wait_on_network ? net_epoll_ : idle_epoll_, ev, 3,
+                         wait_on_network ? 100 : idle_ms);
     for (int i = 0; i < n; ++i) {
       if (ev[i].data.fd == kick_fd_) {
         uint64_t v;

@@ -9,7 +9,8 @@ namespace {
 constexpr std::array<std::string_view, 10> kKinds = {
     "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv",
     "broadcast",  "reduce",         "gather",     "scatter",    "barrier"};
-constexpr uint32_t kUnknownKind = 15, kNoReduce = 15;
+constexpr uint32_t kUnknownKind = 15, kNoReduce = 15, kAllToAllv = 4;
+static_assert(kKinds[kAllToAllv] == "all_to_allv");
 
 }  // namespace
 
@@ -21,7 +22,7 @@ uint32_t call_bits(std::string_view op, DataType dt, int reduce) {
   return kind << 8 | (uint32_t(dt) & 15) << 4 | (reduce < 0 ? kNoReduce : uint32_t(reduce) & 15);
 }
 
-std::string describe_call(uint32_t bits, int64_t count) {
+std::string describe_call(uint32_t bits, int64_t count, int root) {
   const uint32_t kind = bits >> 8 & 15, dt = bits >> 4 & 15, reduce = bits & 15;
   std::string s(kind < kKinds.size() ? kKinds[kind] : "an unknown collective");
   s += '(';
@@ -31,7 +32,16 @@ std::string describe_call(uint32_t bits, int64_t count) {
     s += ", ";
     s += reduce <= uint32_t(kLastReduceOp) ? op_name(ReduceOp(reduce)) : "?";
   }
+  if (root >= 0) s += ", root " + std::to_string(root);
   return s + ")";
+}
+
+std::string describe_call(const Call& c) { return describe_call(c.bits, c.count, c.root); }
+
+bool compatible(const Call& a, const Call& b) {
+  if (a.bits != b.bits || a.root != b.root) return false;
+  const bool counts_differ_by_design = (a.bits >> 8) == kAllToAllv;
+  return counts_differ_by_design || a.count < 0 || b.count < 0 || a.count == b.count;
 }
 
 }  // namespace strata::transport

@@ -75,14 +75,19 @@ bool PeerHealth::take_notice() {
   // it named is (its notice is delivered before it exits: send_notice waits for completion).
   if (transport_) {
     if (const auto n = transport_->poll_failure()) {
-      const std::string who = "rank " + std::to_string(n->culprit);
+      const std::string who =
+          n->culprit == rank_ ? "this rank" : "rank " + std::to_string(n->culprit);
       const std::string by = "(reported by rank " + std::to_string(n->reporter) + ")";
       if (n->kind == transport::Notice::mismatch) {
-        const std::string reporter = "rank " + std::to_string(n->reporter);
+        // This rank's own finding, between operations (Transport::look_back), or another's.
+        const std::string found = n->reporter == rank_
+                                      ? "collective mismatch: this rank is in "
+                                      : "collective mismatch, found by rank " +
+                                            std::to_string(n->reporter) + ": it is in ";
+        const bool sizes = compatible(n->calls[0], n->calls[1]);  // its message's size differed
         fail(ErrorCode::invalid_argument, n->culprit,
-             "collective mismatch, found by " + reporter + ": it is in " +
-                 describe_call(n->calls[0]) + ", " + who + " in " + describe_call(n->calls[1]) +
-                 (n->calls[0] == n->calls[1] ? " with another count" : ""));
+             found + describe_call(n->calls[0]) + ", " + who + " in " +
+                 describe_call(n->calls[1]) + (sizes ? " with another count" : ""));
       } else if (n->kind == transport::Notice::refused) {
         fail(ErrorCode::invalid_argument, n->culprit,
              who + " refused its own arguments to " + describe_call(n->calls[0]) +

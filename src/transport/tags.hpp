@@ -3,7 +3,7 @@
 //
 // Collective message: [63]=0 | seq:16 | source rank:19 | call:12 | step:16.
 // Point-to-point:     [63]=1 | [62]=0 | 0:11 | source rank:19 | user tag:32.
-// Control (notices):  [63]=1 | [62]=1 | 0:11 | source rank:19 | 0:32.
+// Control:           [63]=1 | [62]=1 | 0:11 | source rank:19 | kind:32 (Control below).
 // A receive matches every bit, but an any-source one, which masks only the source's, and a
 // collective one, which masks the call (call_bits.hpp): the receiver compares it on arrival.
 //
@@ -75,11 +75,24 @@ constexpr uint64_t collective(uint64_t seq, int src, uint32_t step, uint32_t cal
          (uint64_t(call & ((1u << kCallBits) - 1)) << kStepBits) | step;
 }
 constexpr uint32_t call_of(uint64_t tag) { return uint32_t((tag & kCallMask) >> kStepBits); }
+/// The sequence number's bits of a collective tag, and bit 63 (which says collective).
+constexpr uint64_t kSeqMask = (uint64_t(1) << 63) | (((uint64_t(1) << kSeqBits) - 1)
+                                                     << (kRankBits + kCallBits + kStepBits));
+constexpr uint64_t seq_of(uint64_t tag) {
+  return (tag >> (kRankBits + kCallBits + kStepBits)) & ((uint64_t(1) << kSeqBits) - 1);
+}
+constexpr int source_of_collective(uint64_t tag) {
+  return int((tag >> (kCallBits + kStepBits)) & ((uint64_t(1) << kRankBits) - 1));
+}
 constexpr bool is_collective(uint64_t tag) { return (tag >> 63) == 0; }
 constexpr uint64_t p2p(int src, uint32_t user_tag) {
   return kP2PBit | (uint64_t(uint32_t(src)) << kUserTagBits) | user_tag;
 }
-constexpr uint64_t control(int src) { return p2p(src, 0) | kControlBit; }
+/// Control messages, each kind with its own always-posted receive.
+enum class Control : uint32_t { notice = 0, query = 1, answer = 2 };
+constexpr uint64_t control(int src, Control kind) {
+  return p2p(src, uint32_t(kind)) | kControlBit;
+}
 constexpr int source_of_p2p(uint64_t tag) { return int((tag & kSourceBits) >> kUserTagBits); }
 
 }  // namespace strata::transport::tags

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "transport/call_bits.hpp"
 #include "transport/p2p.hpp"
 #include "transport/watchdog.hpp"
 #include "strata/error.hpp"
@@ -22,17 +23,25 @@ struct Notice {
   int32_t kind = 0;
   int32_t culprit = -1;   ///< the rank that died, aborted, cannot be reached or called otherwise
   int32_t reporter = -1;  ///< the rank that noticed
-  /// mismatch: the reporter's and the culprit's call (call_bits.hpp), equal when the sizes
-  /// differed; refused (the culprit refused its own arguments): its call, then 0.
-  uint32_t calls[2] = {0, 0};
+  /// mismatch: the reporter's and the culprit's call (call_bits.hpp; the culprit's root and
+  /// count -1 when only its message's tag was seen, its bits equal when the sizes differed);
+  /// refused (the culprit refused its own arguments): its call.
+  Call calls[2];
 };
 
 class Transport : public P2P {
  public:
   /// Sets the sequence number, error context and deadline that the next collective runs under,
-  /// and its call (call_bits.hpp) with this rank's count, which its messages carry and check.
+  /// and its call, which its messages carry and check (unless `tagged` is false: STRATA_CHECK's
+  /// exchange, which compares calls itself). Throws the mismatch when a message of an earlier
+  /// call is found that nobody took (call_history.hpp).
   virtual void begin_collective(uint64_t seq, const ErrorContext& where,
-                                Clock::time_point deadline, uint32_t call, int64_t count) = 0;
+                                Clock::time_point deadline, const Call& call,
+                                bool tagged) = 0;
+  /// Between operations (nothing runs): answers the peers' questions about earlier calls and
+  /// looks for messages of them that nobody took. True when that found a mismatch, which
+  /// poll_failure() then reports (the peers have been told).
+  virtual bool look_back() = 0;
 
   /// User point-to-point messages (tags in their own space).
   virtual Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) = 0;

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "bootstrap/await_rank.hpp"
 #include "base/config.hpp"
@@ -23,6 +25,9 @@ namespace tags = transport::tags;
 namespace {
 
 constexpr uint64_t kFullMask = ~uint64_t(0);
+// How long a wait blocks before it asks the peer it waits on for its call (call_history.hpp).
+constexpr auto kAskAfter = std::chrono::seconds(1);
+const std::string kNeverTaken = " (a message of it to this rank was never taken)";
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -92,8 +97,11 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
 
-  // Failure notices may arrive at any time from any peer: keep one receive posted.
-  if (!post_notice_receive()) fail_setup(w, "cannot post the failure-notice receive");
+  // Failure notices and questions about calls may arrive at any time from any peer: keep one
+  // receive of each kind posted.
+  for (auto kind : {tags::Control::notice, tags::Control::query, tags::Control::answer}) {
+    if (!post_control_receive(kind)) fail_setup(w, "cannot post the control-message receives");
+  }
 
   // Publish our address, then connect to every peer's.
   ucp_address_t* addr = nullptr;
@@ -131,11 +139,17 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
 Worker::~Worker() {
   // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
   auto until = Clock::now() + std::chrono::seconds(2);
-  if (notice_request_) {
-    ucp_request_cancel(worker_, notice_request_);
-    while (ucp_request_check_status(notice_request_) == UCS_INPROGRESS && Clock::now() < until)
-      progress();
-    ucp_request_free(notice_request_);
+  for (void*& request : {std::ref(notice_request_), std::ref(query_request_),
+                         std::ref(answer_request_)}) {
+    if (!request) continue;
+    ucp_request_cancel(worker_, request);
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < until)
+      ucp_worker_progress(worker_);
+    ucp_request_free(request);
+    request = nullptr;
+  }
+  for (auto& o : outgoing_) {
+    if (o.request) ucp_request_free(o.request);  // UCX releases one still in flight
   }
   // After a failure, flushing towards a dead peer can only time out: close at once.
   const bool force = failed_.load();
@@ -165,23 +179,34 @@ Worker::~Worker() {
 // ---- Messages ---------------------------------------------------------------------------------
 
 void Worker::begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
-                              uint32_t call, int64_t count) {
+                              const transport::Call& call, bool tagged) {
   seq_ = seq;
   where_ = where;
   deadline_ = deadline;
   call_ = call;
-  count_ = count;
+  tag_call_ = tagged ? call.bits : 0;
+  history_.began(seq, call);
+  // A message of the last calls that this rank finished without taking: their calls differed
+  // (each of two ranks called a broadcast from itself, say). A peer's messages arrive in order,
+  // so one sent there is found here once a later message of it was taken.
+  for (uint64_t back = 1; back <= 2 && back <= seq; ++back) {
+    if (auto d = unclaimed(seq - back)) {
+      throw mismatch(where, d->mine, d->peer, d->theirs, kNeverTaken);
+    }
+  }
+  if (watchdog_ && failed_) watchdog_->check(where);  // a failure reported while asking
 }
 
-Error Worker::mismatch(const ErrorContext& where, int peer, uint32_t theirs,
-                       const std::string& sizes) {
+Error Worker::mismatch(const ErrorContext& where, const transport::Call& mine, int peer,
+                       const transport::Call& theirs, const std::string& sizes) {
   // The peers waiting on this rank, or on ranks waiting on it, learn of it at once.
-  send_notice({Notice::mismatch, int32_t(peer), int32_t(rank_), {call_, theirs}});
+  send_notice({Notice::mismatch, int32_t(peer), int32_t(rank_), {mine, theirs}});
   ErrorContext w = where;
   w.peer = peer;
   return Error(ErrorCode::invalid_argument, w,
-               "collective mismatch: this rank is in " + transport::describe_call(call_, count_) + ", rank " +
-                   std::to_string(peer) + " in " + transport::describe_call(theirs) + sizes);
+               "collective mismatch: this rank is in " + transport::describe_call(mine) +
+                   ", rank " + std::to_string(peer) + " in " + transport::describe_call(theirs) +
+                   sizes);
 }
 
 Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
@@ -221,7 +246,7 @@ uint64_t Worker::collective_tag(int src, uint32_t step) const {
                 "collective message step " + std::to_string(step) + " does not fit the tag's " +
                     std::to_string(tags::kStepBits) + " bits (src/transport/tags.hpp)");
   }
-  return tags::collective(seq_, src, step, call_);
+  return tags::collective(seq_, src, step, tag_call_);
 }
 
 transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
@@ -263,9 +288,9 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
   const bool arrived = s == UCS_OK || s == UCS_ERR_MESSAGE_TRUNCATED;
   if (r.is_recv && arrived && tags::is_collective(info.sender_tag)) {
     const uint32_t theirs = tags::call_of(info.sender_tag);
-    if (theirs != call_) throw mismatch(where, r.peer, theirs, "");
+    if (theirs != tag_call_) throw mismatch(where, call_, r.peer, {theirs}, "");
     if (s == UCS_ERR_MESSAGE_TRUNCATED || got != r.bytes) {
-      throw mismatch(where, r.peer, theirs,
+      throw mismatch(where, call_, r.peer, {theirs, call_.root, -1},
                      " with another count (it sent " +
                          (s == UCS_OK ? std::to_string(got) : "more than " + std::to_string(r.bytes)) +
                          " bytes where this rank expected " + std::to_string(r.bytes) + ")");
@@ -318,6 +343,9 @@ void Worker::wait(std::span<transport::Request> reqs) {
   // With more ranks than cores, the peer we wait for may need this core: yield it for a while
   // (a reply usually comes within a scheduler slice) before paying the ~250 us of a sleep.
   auto yield_until = spin_until + (oversubscribed_ ? kOversubscribedYield : Clock::duration{});
+  // A wait blocked this long asks the peer it waits on for its call: messages of two calls
+  // need not meet, so only the calls themselves can tell.
+  auto ask_at = spin_until + kAskAfter;
   size_t first_pending = 0;
   uint32_t busy = 0;
   try {
@@ -338,6 +366,12 @@ void Worker::wait(std::span<transport::Request> reqs) {
         throw failure(ErrorCode::timeout, r.peer, m.str());
       }
       if (watchdog_ && now >= spin_until) watchdog_->check(where_);
+      if (now >= ask_at) {
+        ask_at = now + kAskAfter;
+        answer_.reset();
+        ask(reqs[first_pending].peer, seq_);
+      }
+      if (auto e = answered_mismatch()) throw *e;
       if (moved) continue;
       if (now >= yield_until)
         sleep(deadline_);
@@ -375,23 +409,148 @@ void Worker::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
   }
 }
 
-bool Worker::post_notice_receive() {
+bool Worker::post_control_receive(tags::Control kind) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   p.datatype = ucp_dt_make_contig(1);
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(worker_, &notice_in_, sizeof notice_in_, tags::control(0),
-                                        ~tags::kSourceBits, &p);
-  notice_request_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
-  return notice_request_ != nullptr;
+  void* buffer = &notice_in_;
+  size_t bytes = sizeof notice_in_;
+  void** request = &notice_request_;
+  if (kind != tags::Control::notice) {  // (notices are polled by poll_failure())
+    buffer = kind == tags::Control::query ? static_cast<void*>(&query_in_) : &answer_in_;
+    bytes = kind == tags::Control::query ? sizeof query_in_ : sizeof answer_in_;
+    request = kind == tags::Control::query ? &query_request_ : &answer_request_;
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv = [](void*, ucs_status_t, const ucp_tag_recv_info_t*, void* self) {
+      static_cast<Worker*>(self)->control_arrived_ = true;
+    };
+    p.user_data = this;
+  }
+  ucs_status_ptr_t r =
+      ucp_tag_recv_nbx(worker_, buffer, bytes, tags::control(0, kind), ~tags::kSourceBits, &p);
+  *request = UCS_PTR_IS_ERR(r) ? nullptr : r;
+  // One that matched a waiting message may have completed without its callback.
+  if (*request && ucp_request_check_status(*request) != UCS_INPROGRESS) control_arrived_ = true;
+  return *request != nullptr;
+}
+
+// ---- Calls compared whole ----------------------------------------------------------------------
+
+bool Worker::send_control(int peer, tags::Control kind, const void* data, size_t bytes) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !eps_[size_t(peer)]) return false;
+  for (auto& o : outgoing_) {
+    if (o.request) {
+      if (ucp_request_check_status(o.request) == UCS_INPROGRESS) continue;
+      ucp_request_free(o.request);
+      o.request = nullptr;
+    }
+    std::memcpy(o.data, data, bytes);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    p.datatype = ucp_dt_make_contig(1);
+    ucs_status_ptr_t r =
+        ucp_tag_send_nbx(eps_[size_t(peer)], o.data, bytes, tags::control(rank_, kind), &p);
+    if (UCS_PTR_IS_ERR(r)) return false;
+    o.request = r;  // nullptr: sent at once
+    return true;
+  }
+  return false;  // all busy: the asker asks again
+}
+
+bool Worker::ask(int peer, uint64_t seq) {
+  const transport::CallQuery q{seq};
+  return send_control(peer, tags::Control::query, &q, sizeof q);
+}
+
+void Worker::take_control() {
+  control_arrived_ = false;
+  ucp_tag_recv_info_t info{};
+  ucs_status_t s;
+  if (query_request_ && (s = ucp_tag_recv_request_test(query_request_, &info)) != UCS_INPROGRESS) {
+    ucp_request_free(query_request_);
+    const transport::CallQuery q = query_in_;
+    post_control_receive(tags::Control::query);
+    if (s == UCS_OK) {
+      const transport::CallAnswer a = history_.answer(q);
+      send_control(tags::source_of_p2p(info.sender_tag), tags::Control::answer, &a, sizeof a);
+    }
+  }
+  if (answer_request_ &&
+      (s = ucp_tag_recv_request_test(answer_request_, &info)) != UCS_INPROGRESS) {
+    ucp_request_free(answer_request_);
+    const transport::CallAnswer a = answer_in_;
+    post_control_receive(tags::Control::answer);
+    const int from = tags::source_of_p2p(info.sender_tag);
+    if (s == UCS_OK && from < size_) answer_ = {from, a};
+  }
+}
+
+std::optional<Error> Worker::answered_mismatch() {
+  if (!answer_ || answer_->second.seq != seq_) return std::nullopt;
+  const auto [peer, a] = *answer_;
+  answer_.reset();
+  if (!a.known || transport::compatible(call_, a.call)) return std::nullopt;
+  return mismatch(where_, call_, peer, a.call, "");
+}
+
+std::optional<Worker::Discord> Worker::unclaimed(uint64_t seq) {
+  const auto mine = history_.at(seq);
+  ucp_tag_recv_info_t info{};
+  if (!mine || !ucp_tag_probe_nb(worker_, tags::collective(seq, 0, 0), tags::kSeqMask, 0, &info))
+    return std::nullopt;
+  const int peer = tags::source_of_collective(info.sender_tag);
+  if (peer >= size_) return std::nullopt;
+  // Its tag tells the call's kind, dtype and reduction; the peer tells the rest, if it answers
+  // within a second (between operations it does within 250 ms: OpQueue's look back). A failure
+  // reported meanwhile (another rank found this mismatch first) stands: the others name it too.
+  transport::Call theirs{tags::call_of(info.sender_tag)};
+  answer_.reset();
+  if (ask(peer, seq)) {
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    auto answered = [&] { return answer_ && answer_->first == peer && answer_->second.seq == seq; };
+    while (!answered() && Clock::now() < until) {
+      if (group_failed()) return std::nullopt;
+      if (!progress()) sleep(std::min(until, Clock::now() + std::chrono::milliseconds(10)));
+    }
+    if (answered() && answer_->second.known) theirs = answer_->second.call;
+    answer_.reset();
+  }
+  if (!transport::compatible(*mine, theirs)) return Discord{*mine, peer, theirs};
+  if (warned_seq_ != seq) {  // equal calls whose messages differ: the algorithms chosen do
+    warned_seq_ = seq;
+    STRATA_LOG(WARN, "NET") << "rank " << peer << " sent this rank a message of "
+                            << transport::describe_call(*mine) << " (seq " << seq
+                            << ") that its algorithm never took; do the ranks choose their "
+                               "algorithms alike (STRATA_* settings)?";
+  }
+  return std::nullopt;
+}
+
+bool Worker::look_back() {
+  progress();  // answers the questions that came meanwhile
+  for (uint64_t back = 0; !found_ && !failed_ && !history_.empty() &&
+                          back < transport::CallHistory::kDepth && back <= history_.latest();
+       ++back) {
+    if (auto d = unclaimed(history_.latest() - back)) {
+      (void)mismatch(where_, d->mine, d->peer, d->theirs, kNeverTaken);  // tells the peers
+      found_ = Notice{Notice::mismatch, int32_t(d->peer), int32_t(rank_), {d->mine, d->theirs}};
+    }
+  }
+  return found_.has_value() || failed_;
 }
 
 std::optional<Notice> Worker::poll_failure() {
+  if (found_) {
+    failed_ = true;
+    return std::exchange(found_, std::nullopt);
+  }
   progress();
   if (notice_request_ && ucp_request_check_status(notice_request_) != UCS_INPROGRESS) {
     const ucs_status_t s = ucp_request_check_status(notice_request_);
     ucp_request_free(notice_request_);
     const Notice got = notice_in_;
-    post_notice_receive();  // later notices (other survivors') are absorbed, not left unmatched
+    // Later notices (other survivors') are absorbed, not left unmatched.
+    post_control_receive(tags::Control::notice);
     if (s == UCS_OK && got.culprit >= 0 && got.culprit < size_ && got.reporter >= 0 &&
         got.reporter < size_) {
       failed_ = true;
@@ -420,7 +579,7 @@ void Worker::send_notice(const Notice& n) {
     if (peer == rank_ || !eps_[size_t(peer)]) continue;
     if (peer == n.culprit && n.kind != Notice::mismatch) continue;  // it is gone
     ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
-                                          tags::control(rank_), &p);
+                                          tags::control(rank_, tags::Control::notice), &p);
     if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
   }
   const auto until = Clock::now() + std::chrono::milliseconds(200);
@@ -432,7 +591,11 @@ void Worker::send_notice(const Notice& n) {
 
 // ---- Progress and sleep ------------------------------------------------------------------------
 
-bool Worker::progress() { return ucp_worker_progress(worker_) != 0; }
+bool Worker::progress() {
+  const bool moved = ucp_worker_progress(worker_) != 0;
+  if (control_arrived_) take_control();
+  return moved;
+}
 
 // BUSY means events arrived since the last progress: the caller must progress, not sleep.
 bool Worker::arm() { return ucp_worker_arm(worker_) != UCS_ERR_BUSY; }

@@ -5,12 +5,15 @@
 
 #include <ucp/api/ucp.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "transport/call_history.hpp"
+#include "transport/tags.hpp"
 #include "transport/transport.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
@@ -52,7 +55,8 @@ class Worker final : public transport::Transport {
 
   // transport::Transport, used by the op queue and peer health.
   void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
-                        uint32_t call, int64_t count) override;
+                        const transport::Call& call, bool tagged) override;
+  bool look_back() override;
   transport::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) override;
   transport::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag) override;
   bool test(transport::Request& r, const ErrorContext& where) override;
@@ -72,13 +76,31 @@ class Worker final : public transport::Transport {
   Error failure(ErrorCode code, int peer, const std::string& what) const;
   /// cancel(), waiting for a transfer under way at most until `until`.
   void cancel_by(transport::Request& r, Clock::time_point until);
-  /// A collective message from `peer` of call `theirs` (or of the wrong size: `sizes` says how)
-  /// in this rank's call: tells every rank, and returns the error to throw.
-  Error mismatch(const ErrorContext& where, int peer, uint32_t theirs, const std::string& sizes);
+  /// `peer`'s call `theirs` differs from this rank's `mine` (or its message had the wrong size:
+  /// `sizes` says how): tells every rank, and returns the error to throw.
+  Error mismatch(const ErrorContext& where, const transport::Call& mine, int peer,
+                 const transport::Call& theirs, const std::string& sizes);
+  // Calls compared whole (transport/call_history.hpp).
+  /// Asks `peer` for its call at `seq`; false when every outgoing slot is busy.
+  bool ask(int peer, uint64_t seq);
+  /// Answers queries and takes answers that arrived (run by progress()).
+  void take_control();
+  /// The mismatch an answer about the current call shows, if one does.
+  std::optional<Error> answered_mismatch();
+  /// A message of the finished call `seq` that nobody took, whose sender's call differs from
+  /// this rank's there (a message of equal calls is logged once: the algorithms differ).
+  struct Discord {
+    transport::Call mine;
+    int peer;
+    transport::Call theirs;
+  };
+  std::optional<Discord> unclaimed(uint64_t seq);
+  /// Sends a control message of `bytes` (<= kControlBytes) from one of the outgoing slots.
+  bool send_control(int peer, transport::tags::Control kind, const void* data, size_t bytes);
+  bool post_control_receive(transport::tags::Control kind);
   /// The watchdog says the current operation cannot complete (a peer died, an abort).
   bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
-  bool post_notice_receive();
   /// The tag of the current collective's message from `src` (transport/tags.hpp).
   uint64_t collective_tag(int src, uint32_t step) const;
   transport::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
@@ -96,8 +118,8 @@ class Worker final : public transport::Transport {
   std::vector<size_t> scratch_size_;
   // State of the collective being run (only touched by the executing thread).
   uint64_t seq_ = 0;
-  uint32_t call_ = 0;   // of the collective under way (call_bits.hpp)
-  int64_t count_ = 0;   // ... and this rank's count in it, for messages
+  transport::Call call_;  // of the collective under way
+  uint32_t tag_call_ = 0;  // what its messages carry (call_bits.hpp; 0 in STRATA_CHECK's exchange)
   ErrorContext where_;
   Clock::time_point deadline_;
   bool oversubscribed_ = false;
@@ -106,6 +128,25 @@ class Worker final : public transport::Transport {
   Notice notice_in_;
   Notice notice_out_;
   void* notice_request_ = nullptr;
+  // Calls compared whole: this rank's last calls, a receive each for queries and answers (their
+  // callback raises control_arrived_), the latest answer with its sender, and the mismatch
+  // look_back() found, for poll_failure().
+  transport::CallHistory history_;
+  transport::CallQuery query_in_;
+  transport::CallAnswer answer_in_;
+  void* query_request_ = nullptr;
+  void* answer_request_ = nullptr;
+  bool control_arrived_ = false;
+  std::optional<std::pair<int, transport::CallAnswer>> answer_;
+  std::optional<Notice> found_;
+  uint64_t warned_seq_ = ~uint64_t(0);  // an unclaimed message of agreeing calls, logged once
+  // Outgoing queries and answers: their buffers stay here until UCX lets go of them.
+  static constexpr size_t kControlBytes = sizeof(transport::CallAnswer);
+  struct Outgoing {
+    alignas(8) uint8_t data[kControlBytes];
+    void* request = nullptr;
+  };
+  std::array<Outgoing, 8> outgoing_;
   std::atomic<int> unreachable_peer_{-1};  // set by on_endpoint_error
   std::atomic<int> unreachable_status_{0};
   std::atomic<bool> failed_{false};  // a notice went out: close endpoints without flushing
