@@ -5,12 +5,14 @@
 # size, the median over repetitions of after/before of the out-of-place time.
 # MODE sizes: 2 and 4 ranks, 8 B and 64 KiB..4 MiB, REPS repetitions (default 3); MODE latency:
 # 2 ranks, 8 B only (16 B for reduce-scatter), 20,000 iterations, REPS repetitions (default 10).
-#   benchmarks/check_cost.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUTDIR [MODE] [REPS]
+# NET=1 runs the network path instead (UCX, STRATA_SHM=0).
+#   [NET=1] benchmarks/check_cost.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUTDIR [MODE] [REPS]
 set -euo pipefail
 before=$1 after=$2 out=$3 mode=${4:-sizes}
 reps=${5:-$([[ $mode == latency ]] && echo 10 || echo 3)}
 mkdir -p "$out"
 bind="--bind-to core:overload-allowed --map-by core"
+[[ ${NET:-0} == 1 ]] && bind+=" -x STRATA_SHM=0"
 run() {  # run BUILD NP COLL FILE ARGS...
   local dir=$1 np=$2 coll=$3 f=$4
   shift 4
