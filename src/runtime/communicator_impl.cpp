@@ -160,15 +160,22 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
 }
 
-Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
-                                    size_t bytes, std::function<void(algo::Exec&)> body) {
+runtime::Op Communicator::Impl::next_collective(const char* op_name, int peer, Buffer data,
+                                                int reduce) {
   runtime::Op op;
-  op.bytes = bytes;
   op.dtype = data.dtype;
   op.count = data.count;
   op.reduce = reduce;
   const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  return op;
+}
+
+Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
+                                    size_t bytes, std::function<void(algo::Exec&)> body) {
+  runtime::Op op = next_collective(op_name, peer, data, reduce);
+  op.bytes = bytes;
+  const uint64_t seq = uint64_t(op.where.seq);
   const transport::Call call{transport::call_bits(op_name, data.dtype, reduce), int32_t(peer),
                             int64_t(data.count)};
   op.run = [this, body = std::move(body), seq, call](transport::Transport& w, runtime::Op& self) {
@@ -186,15 +193,16 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
 
 void Communicator::Impl::refuse(const char* op_name, int peer, Buffer data, int reduce,
                                 const Error& e) {
-  runtime::Op op;
-  op.dtype = data.dtype;
-  op.count = data.count;
-  op.reduce = reduce;
-  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);  // the others' too
-  op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  runtime::Op op = next_collective(op_name, peer, data, reduce);  // its seq: the others' too
   const transport::Call call{transport::call_bits(op_name, data.dtype, reduce)};
   op.run = [this, call, e](transport::Transport& w, runtime::Op&) {
-    w.send_notice({transport::Notice::refused, int32_t(rank), int32_t(rank), {call, {}}});
+    transport::Notice n{transport::Notice::refused, int32_t(rank), int32_t(rank), {call, {}}};
+    // The reason without this rank's context ("strata: scatter failed on rank 0 ...: "): the
+    // others' errors give their own.
+    const std::string what = e.what();
+    const size_t cut = what.find("): ");
+    what.copy(n.reason, sizeof n.reason - 1, cut == std::string::npos ? 0 : cut + 3);
+    w.send_notice(n);
     throw e;
   };
   // Run now: the caller throws `e` next and may drop the group, and with it what is queued.

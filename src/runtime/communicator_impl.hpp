@@ -58,6 +58,8 @@ class Communicator::Impl : private algo::TwoLevel {
   const std::shared_ptr<Store> store;
 
  private:
+  /// The op of the next collective: its sequence number taken, its context and sizes filled in.
+  runtime::Op next_collective(const char* op, int peer, Buffer data, int reduce);
   /// The group's two levels (node and rail communicators), built on first use. Called only from
   /// a collective's body, which every rank runs at the same point of its sequence; a failure is
   /// reported as that collective's (`where`).

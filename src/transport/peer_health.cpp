@@ -1,5 +1,6 @@
 #include "transport/peer_health.hpp"
 
+#include <cstring>
 #include <thread>
 
 #include "base/log.hpp"
@@ -89,9 +90,11 @@ bool PeerHealth::take_notice() {
              found + describe_call(n->calls[0]) + ", " + who + " in " +
                  describe_call(n->calls[1]) + (sizes ? " with another count" : ""));
       } else if (n->kind == transport::Notice::refused) {
+        const std::string reason(n->reason, strnlen(n->reason, sizeof n->reason));
         fail(ErrorCode::invalid_argument, n->culprit,
-             who + " refused its own arguments to " + describe_call(n->calls[0]) +
-                 " (see its error), so the others cannot complete it");
+             who + " refused its own arguments to " + describe_call(n->calls[0]) + " (" +
+                 (reason.empty() ? "see its error" : reason) +
+                 "), so the others cannot complete it");
       } else if (n->kind == transport::Notice::aborted) {
         fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
       } else if (n->kind == transport::Notice::died) {

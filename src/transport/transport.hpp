@@ -27,6 +27,8 @@ struct Notice {
   /// count -1 when only its message's tag was seen, its bits equal when the sizes differed);
   /// refused (the culprit refused its own arguments): its call.
   Call calls[2];
+  /// refused: the culprit's error, cut to fit (read it up to the first NUL or the end).
+  char reason[200] = {};
 };
 
 class Transport : public P2P {
