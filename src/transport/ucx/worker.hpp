@@ -76,11 +76,12 @@ class Worker final : public transport::Transport {
   Error failure(ErrorCode code, int peer, const std::string& what) const;
   /// cancel(), waiting for a transfer under way at most until `until`.
   void cancel_by(transport::Request& r, Clock::time_point until);
-  /// `peer`'s call `theirs` differs from this rank's `mine` (or its message had the wrong size:
-  /// `sizes` says how): tells every rank, and returns the error to throw.
+  /// `peer`'s call `theirs` differs from this rank's `mine`: tells every rank.
+  Notice tell_mismatch(const transport::Call& mine, int peer, const transport::Call& theirs);
+  /// tell_mismatch(), and the error to throw (`sizes`: how its message's size differed, if so).
   Error mismatch(const ErrorContext& where, const transport::Call& mine, int peer,
                  const transport::Call& theirs, const std::string& sizes);
-  // Calls compared whole (transport/call_history.hpp).
+  // Calls compared whole (transport/call_history.hpp; worker_calls.cpp).
   /// Asks `peer` for its call at `seq`; false when every outgoing slot is busy.
   bool ask(int peer, uint64_t seq);
   /// Answers queries and takes answers that arrived (run by progress()).
