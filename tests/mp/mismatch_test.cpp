@@ -114,7 +114,10 @@ TEST_F(Mismatch, Root) {
 // Between calls the progress thread looks back (every 250 ms): a broadcast each rank completed
 // as its own root fails the very next call on the group, on every rank.
 TEST_F(Mismatch, RootFoundBetweenCalls) {
-  if (!network_check_only()) GTEST_SKIP() << "elsewhere the broadcast itself fails (Root)";
+  if (!network_check_only()) {
+    GTEST_SKIP() << "only the network path without STRATA_CHECK lets such a broadcast return; "
+                    "elsewhere the broadcast itself fails (Mismatch.Root covers it)";
+  }
   auto& w = mp::world();
   Communicator c = w.split(0, w.rank());
   std::vector<int32_t> a(3, 1);
@@ -213,7 +216,10 @@ INSTANTIATE_TEST_SUITE_P(Sizes, SizeMismatch,
 // non-roots only send, so they may finish first; their next call on the group fails instead.
 TEST(RootArguments, ARefusedRootFailsEveryRankNamingIt) {
   auto& w = mp::world();
-  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (w.size() < 2) {
+    GTEST_SKIP() << "needs 2 ranks: a root that refuses, and another rank its refusal must fail "
+                    "(mp_np1 runs this suite on one)";
+  }
   for (const std::string op : {"scatter", "broadcast", "gather"}) {
     SCOPED_TRACE(op);
     Communicator c = w.split(0, w.rank());
