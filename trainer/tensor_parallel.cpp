@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "planted_fault.hpp"
 #include "sequence_parallel.hpp"
 
 namespace gpt {
@@ -49,6 +50,8 @@ std::vector<Run> slice_runs(const Config& c, const strata::TensorSpec& s, int tp
       return {{r * per * cols, per * cols}};
     }
     case TpSplit::qkv_rows: {
+      if (planted(Fault::contiguous_qkv))
+        return {{r * rows / size_t(tp) * cols, rows / size_t(tp) * cols}};
       const size_t per = rows / 3 / size_t(tp);
       std::vector<Run> out;
       for (size_t k = 0; k < 3; ++k) out.push_back({(k * rows / 3 + r * per) * cols, per * cols});

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "planted_fault.hpp"
 #include "trainer_impl.hpp"
 
 namespace gpt {
@@ -23,7 +24,9 @@ void Trainer::Impl::ready_unit(int g) {
 }
 
 void Trainer::Impl::launch_tied_reduction() {
-  tied_work = tied.all_reduce(strata::buffer(wte_grad()), strata::ReduceOp::sum);
+  tied_work = planted(Fault::skip_tied_reduction)
+                  ? tied.barrier()
+                  : tied.all_reduce(strata::buffer(wte_grad()), strata::ReduceOp::sum);
 }
 
 void Trainer::Impl::load_batch(Split split, int step, int m) {
