@@ -26,8 +26,18 @@ inline constexpr ReduceOp kLastReduceOp = ReduceOp::bxor;
 /// Where a buffer lives. Host memory goes over UCX; CUDA device memory over NCCL (when built).
 enum class MemoryKind : uint8_t { host, cuda };
 
-/// Size in bytes of one element of `t`.
-size_t dtype_size(DataType t);
+/// Size in bytes of one element of `t` (0 for a value outside the enumeration). Inline: every
+/// call computes it several times.
+constexpr size_t dtype_size(DataType t) {
+  switch (t) {
+    case DataType::c128: return 16;
+    case DataType::f64: case DataType::i64: case DataType::u64: case DataType::c64: return 8;
+    case DataType::f32: case DataType::i32: case DataType::u32: return 4;
+    case DataType::f16: case DataType::bf16: case DataType::i16: return 2;
+    case DataType::i8: case DataType::u8: case DataType::boolean: return 1;
+  }
+  return 0;
+}
 /// Short lowercase name ("f32", "bf16", ...), as used in logs and benchmark tables.
 std::string_view dtype_name(DataType t);
 /// Name of the operator ("sum", "avg", ...).

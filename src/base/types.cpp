@@ -5,17 +5,6 @@
 
 namespace strata {
 
-size_t dtype_size(DataType t) {
-  switch (t) {
-    case DataType::c128: return 16;
-    case DataType::f64: case DataType::i64: case DataType::u64: case DataType::c64: return 8;
-    case DataType::f32: case DataType::i32: case DataType::u32: return 4;
-    case DataType::f16: case DataType::bf16: case DataType::i16: return 2;
-    case DataType::i8: case DataType::u8: case DataType::boolean: return 1;
-  }
-  return 0;
-}
-
 std::string_view dtype_name(DataType t) {
   switch (t) {
     case DataType::f32: return "f32";

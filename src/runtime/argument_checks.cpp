@@ -7,7 +7,7 @@
 namespace strata::runtime {
 
 void Checker::fail(const std::string& what) const {
-  throw Error(ErrorCode::invalid_argument, where_, what);
+  throw Error(ErrorCode::invalid_argument, ErrorContext{rank_, group_, op_, seq_, peer_}, what);
 }
 
 void Checker::buffer(const Buffer& b, const char* what) const {
@@ -31,11 +31,10 @@ void Checker::same_dtype(const Buffer& a, const Buffer& b) const {
   }
 }
 
-void Checker::count(const Buffer& b, size_t expected, const char* what,
-                    const std::string& why) const {
+void Checker::count(const Buffer& b, size_t expected, const char* what, const char* why) const {
   if (b.count != expected) {
     fail(std::string(what) + " has " + std::to_string(b.count) + " elements, expected " +
-         std::to_string(expected) + " (" + why + ")");
+         std::to_string(expected) + " (" + std::string(why) + ")");
   }
 }
 

@@ -1,5 +1,6 @@
 // Argument checks shared by every operation. Each throws strata::Error(invalid_argument) with the
-// caller's context (rank, group, op, seq, peer) before any byte moves.
+// caller's context (rank, group, op, seq, peer) before any byte moves. The context is assembled
+// only when a check fails: its strings would cost a small call more than the checks themselves.
 #pragma once
 
 #include <cstddef>
@@ -12,13 +13,15 @@ namespace strata::runtime {
 
 class Checker {
  public:
-  explicit Checker(ErrorContext where) : where_(std::move(where)) {}
+  /// `group` must outlive the checker (it is the communicator's name).
+  Checker(int rank, const std::string& group, const char* op, int64_t seq, int peer = -1)
+      : rank_(rank), group_(group), op_(op), seq_(seq), peer_(peer) {}
 
   /// The buffer is usable: host memory (the device path is not in this build), valid dtype,
   /// and not null unless empty.
   void buffer(const Buffer& b, const char* what) const;
   void same_dtype(const Buffer& a, const Buffer& b) const;
-  void count(const Buffer& b, size_t expected, const char* what, const std::string& why) const;
+  void count(const Buffer& b, size_t expected, const char* what, const char* why) const;
   void peer(int peer, int size, const char* what) const;
   void reduce_op(DataType dt, ReduceOp op) const;
   /// Out-of-place buffers must not overlap, except when `in_place` (the NCCL in-place pattern).
@@ -26,7 +29,11 @@ class Checker {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
-  ErrorContext where_;
+  int rank_;
+  const std::string& group_;
+  const char* op_;
+  int64_t seq_;
+  int peer_;
 };
 
 }  // namespace strata::runtime

@@ -60,7 +60,7 @@ void Communicator::abort() { checked(impl_).abort(); }
 
 Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("all_reduce"));
+  runtime::Checker check = c.checker("all_reduce");
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
@@ -74,7 +74,7 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
 
 Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("reduce_scatter"));
+  runtime::Checker check = c.checker("reduce_scatter");
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
@@ -88,7 +88,7 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
 
 Work Communicator::all_gather(Buffer in, Buffer out) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("all_gather"));
+  runtime::Checker check = c.checker("all_gather");
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
@@ -105,7 +105,7 @@ namespace {
 Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>& sc,
                      const std::vector<size_t>& sd, Buffer out, const std::vector<size_t>& rc,
                      const std::vector<size_t>& rd, bool uniform) {
-  runtime::Checker check(c.context("all_to_all"));
+  runtime::Checker check = c.checker("all_to_all");
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
@@ -146,7 +146,7 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
 
 Work Communicator::all_to_all(Buffer in, Buffer out) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("all_to_all"));
+  runtime::Checker check = c.checker("all_to_all");
   if (in.count % c.size != 0) {
     check.fail("input count " + std::to_string(in.count) + " is not a multiple of the group size " +
                std::to_string(c.size));
@@ -170,7 +170,7 @@ Work Communicator::broadcast(Buffer inout, int root) { return broadcast(inout, i
 
 Work Communicator::broadcast(Buffer in, Buffer out, int root) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("broadcast", root));
+  runtime::Checker check = c.checker("broadcast", root);
   check.peer(root, c.size, "root");
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
@@ -189,7 +189,7 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
 
 Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("reduce", root));
+  runtime::Checker check = c.checker("reduce", root);
   check.peer(root, c.size, "root");
   check.buffer(in, "input");
   check.reduce_op(in.dtype, op);
@@ -209,7 +209,7 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
 
 Work Communicator::gather(Buffer in, Buffer out, int root) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("gather", root));
+  runtime::Checker check = c.checker("gather", root);
   check.peer(root, c.size, "root");
   check.buffer(in, "input");
   const bool is_root = c.rank == root;
@@ -229,7 +229,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
 
 Work Communicator::scatter(Buffer in, Buffer out, int root) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("scatter", root));
+  runtime::Checker check = c.checker("scatter", root);
   check.peer(root, c.size, "root");
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
@@ -249,7 +249,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
 
 Work Communicator::send(Buffer in, int peer, uint32_t tag) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("send", peer));
+  runtime::Checker check = c.checker("send", peer);
   check.peer(peer, c.size, "peer");
   check.buffer(in, "input");
   return c.point_to_point(true, in, peer, tag);
@@ -257,7 +257,7 @@ Work Communicator::send(Buffer in, int peer, uint32_t tag) {
 
 Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
   auto& c = checked(impl_);
-  runtime::Checker check(c.context("recv", peer));
+  runtime::Checker check = c.checker("recv", peer);
   if (peer != kAnySource) check.peer(peer, c.size, "peer");
   check.buffer(out, "output");
   return c.point_to_point(false, out, peer, tag);

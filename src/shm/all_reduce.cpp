@@ -6,13 +6,12 @@
 #include <algorithm>
 
 #include "kernels/blocks.hpp"
-#include "kernels/reduce_kernels.hpp"
 #include "kernels/copy_kernel.hpp"
+#include "kernels/reduce_kernels.hpp"
 #include "shm/collectives.hpp"
 #include "shm/sync.hpp"
 
 namespace strata::shm {
-
 
 namespace {
 
@@ -52,9 +51,8 @@ bool small_all_reduce_can_post(shm::Segment& s, size_t bytes) {
   return in_a_line(bytes) || buffer_free(s, s.next_chunk);
 }
 
-uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt,
-                               ReduceOp op) {
-  auto& s = c.seg;
+uint64_t small_all_reduce_publish(shm::Segment& s, const void* in, size_t count, DataType dt,
+                                  ReduceOp op) {
   const Expect e = small_expect(count, dt, op);
   if (in_a_line(e.bytes)) {
     const uint64_t number = ++s.next_line;
@@ -62,21 +60,28 @@ uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType
     return number;
   }
   const uint64_t seq = s.next_chunk++;
-  wait_buffer_free(s, seq, c.deadline, c.where);
   kernels::copy(s.buffer(s.rank(), seq), in, e.bytes);
   publish_written(s, seq, e);
   return seq;
 }
 
+uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt, ReduceOp op) {
+  auto& s = c.seg;
+  if (!in_a_line(count * dtype_size(dt))) wait_buffer_free(s, s.next_chunk, c.deadline, c.where);
+  return small_all_reduce_publish(s, in, count, dt, op);
+}
+
 bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
-                                     DataType dt, ReduceOp op, int polls) {
+                                 DataType dt, ReduceOp op, int polls) {
   const Expect e = small_expect(count, dt, op);
   for (int j = 0; j < s.size(); ++j) {
     for (int i = 0; !small_ready(s, j, number, e); ++i) {
       if (i >= polls) return false;
       // Oversubscribed, the peer is likely waiting for this very core: hand it over.
-      if (s.oversubscribed()) sched_yield();
-      else _mm_pause();
+      if (s.oversubscribed())
+        sched_yield();
+      else
+        _mm_pause();
     }
   }
   reduce_small(s, number, out, count, dt, op, [&](int j) -> const uint8_t* {
@@ -85,8 +90,8 @@ bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, si
   return true;
 }
 
-void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count,
-                                 DataType dt, ReduceOp op) {
+void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count, DataType dt,
+                             ReduceOp op) {
   auto& s = c.seg;
   const Expect e = small_expect(count, dt, op);
   reduce_small(s, number, out, count, dt, op, [&](int j) -> const uint8_t* {
@@ -96,12 +101,10 @@ void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count
   });
 }
 
-void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
-                    ReduceOp op) {
+void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt, ReduceOp op) {
   auto& s = c.seg;
   if (s.size() > 1 && count * dtype_size(dt) <= kSmallBytes) {
-    small_all_reduce_finish(c, small_all_reduce_post(c, in, count, dt, op), out, count, dt,
-                                op);
+    small_all_reduce_finish(c, small_all_reduce_post(c, in, count, dt, op), out, count, dt, op);
     return;
   }
   const int n = s.size(), r = s.rank();

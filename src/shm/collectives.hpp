@@ -8,8 +8,8 @@
 // back; every rank ends with the same bits because sub-block j is reduced only by rank j.
 #pragma once
 
-#include "shm/write_mode.hpp"
 #include "shm/segment.hpp"
+#include "shm/write_mode.hpp"
 #include "strata/types.hpp"
 
 namespace strata::shm {
@@ -31,26 +31,26 @@ struct Context {
   uint32_t call = 0;
 };
 
-void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
-                    ReduceOp op);
+void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt, ReduceOp op);
 /// All-reduce of up to kSmallBytes in one phase, in halves, so that the caller can finish it
 /// at once when the peers are already there (comm/immediate.cpp). can_post: post would not wait
 /// (up to shm::kLineBytes it never does; above, this rank's next staging buffer must have been
-/// read by every peer). post: publishes this rank's input and returns its number.
+/// read by every peer). post: publishes this rank's input and returns its number; publish does
+/// the same without waiting, once can_post said it would not.
 /// try_finish: reduces every rank's input into `out` if every peer has published a matching one
 /// within `polls` polls each (on an oversubscribed node each poll yields the core:
 /// sched_yield); false leaves `out` untouched, and finish (which waits, bounded by the deadline,
 /// and reports a peer in another collective) completes it. all_reduce runs post then finish.
 bool small_all_reduce_can_post(shm::Segment& s, size_t bytes);
-uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt,
-                               ReduceOp op);
+uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt, ReduceOp op);
+uint64_t small_all_reduce_publish(shm::Segment& s, const void* in, size_t count, DataType dt,
+                                  ReduceOp op);
 bool small_all_reduce_try_finish(shm::Segment& s, uint64_t number, void* out, size_t count,
-                                     DataType dt, ReduceOp op, int polls);
-void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count,
-                                 DataType dt, ReduceOp op);
+                                 DataType dt, ReduceOp op, int polls);
+void small_all_reduce_finish(Context c, uint64_t number, void* out, size_t count, DataType dt,
+                             ReduceOp op);
 /// input: n blocks of `count`; rank r receives block r reduced.
-void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType dt,
-                        ReduceOp op);
+void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType dt, ReduceOp op);
 /// output: n blocks of `bytes`; block r is this rank's input (in place when input == block r).
 void all_gather(Context c, const void* in, void* out, size_t bytes);
 /// input and output: n blocks of `bytes` each.
