@@ -116,7 +116,8 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
   // Results of a message larger than the caches go to the caller's buffer with streaming stores,
   // unless in place: there each chunk's lines were just read to stage it and are still cached,
   // and streaming into cached lines evicts them first (in-place 64 MiB: 9 -> 12-17 GB/s).
-  auto put = count * es >= kStreamingBytes && in != out ? kernels::copy_streaming : kernels::copy;
+  auto put = in != out && stream_results(s, count * es, count * es) ? kernels::copy_streaming
+                                                                    : kernels::copy;
   StagingCopy stage(c.write_modes.all_reduce, count * es, s.oversubscribed());
   const Expect e{Kind::all_reduce, count * es, call_word(dt, int(op), -1)};
   for (size_t off = 0; off < count; off += per_chunk) {

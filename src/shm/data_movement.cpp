@@ -9,14 +9,13 @@
 
 namespace strata::shm {
 
-
 void all_gather(Context c, const void* in, void* out, size_t bytes) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const size_t per_chunk = s.chunk_bytes();
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
+  auto put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_gather, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_gather, bytes, c.call};
   for (size_t off = 0; off < bytes; off += per_chunk) {
@@ -51,15 +50,15 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
       std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(), 1, depth);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  auto put = bytes * n >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
+  auto put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_to_all, bytes, c.call};
   for (size_t off = 0; off < bytes;) {
     const uint64_t first = s.next_chunk;
     const uint64_t span = std::min(wide, depth - first % depth);
     const uint64_t last = first + span - 1;
-    const size_t k = std::min(std::max<size_t>(s.chunk_bytes() * span / n / 64 * 64, 1),
-                              bytes - off);
+    const size_t k =
+        std::min(std::max<size_t>(s.chunk_bytes() * span / n / 64 * 64, 1), bytes - off);
     s.next_chunk += span;
     wait_buffer_free(c.seg, last, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, first);

@@ -3,30 +3,30 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/reduce_kernels.hpp"
 #include "kernels/copy_kernel.hpp"
+#include "kernels/reduce_kernels.hpp"
 #include "shm/collectives.hpp"
 #include "shm/sync.hpp"
 
 namespace strata::shm {
 
-
-void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType dt,
-                        ReduceOp op) {
+void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType dt, ReduceOp op) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const size_t es = dtype_size(dt);
   const size_t per_chunk = std::max<size_t>(s.chunk_bytes() / es / n / 16 * 16, 1);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  auto put = count * es >= kStreamingBytes ? kernels::copy_streaming : kernels::copy;
+  auto put =
+      stream_results(s, n * count * es, count * es) ? kernels::copy_streaming : kernels::copy;
   const Expect e{Kind::reduce_scatter, count * es, call_word(dt, int(op), -1)};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
     wait_buffer_free(s, seq, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, seq);
-    for (int j = 0; j < n; ++j) kernels::copy(mine + j * k * es, src + (j * count + off) * es, k * es);
+    for (int j = 0; j < n; ++j)
+      kernels::copy(mine + j * k * es, src + (j * count + off) * es, k * es);
     publish_written(s, seq, e);
     for (int j = 0; j < n; ++j) wait_written(s, j, seq, e, c.deadline, c.where);
     // Fold the peers' slices of block r into mine, in my own slot (only I read that slice),

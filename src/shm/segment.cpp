@@ -1,29 +1,60 @@
 #include "shm/segment.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
-#include "bootstrap/await_rank.hpp"
 #include "base/log.hpp"
+#include "bootstrap/await_rank.hpp"
 
 namespace strata::shm {
 namespace {
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// The last-level cache of the CPU this process runs on, as the kernel describes it (what hwloc
+// reads too): the instance its cores share, 32 MiB on an EPYC's CCX, where glibc's sysconf
+// reports the whole package's (320 MiB). Unknown: 8 MiB, a small server's.
+size_t last_level_cache_bytes() {
+  const int cpu = std::max(::sched_getcpu(), 0);
+  int best_level = 0;
+  size_t best = size_t(8) << 20;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index" +
+                            std::to_string(i) + "/";
+    int level = 0;
+    size_t kib = 0;
+    char unit = 0;
+    FILE* f = std::fopen((dir + "level").c_str(), "r");
+    if (!f) break;
+    const bool got_level = std::fscanf(f, "%d", &level) == 1;
+    std::fclose(f);
+    f = std::fopen((dir + "size").c_str(), "r");
+    if (!f) continue;
+    const bool got_size = std::fscanf(f, "%zu%c", &kib, &unit) == 2 && unit == 'K';
+    std::fclose(f);
+    if (got_level && got_size && level > best_level) best_level = level, best = kib << 10;
+  }
+  return best;
+}
 
 }  // namespace
 
 Segment::Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth,
                  bool oversubscribed, const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), chunk_bytes_(round_up(chunk_bytes, 4096)),
+    : rank_(rank),
+      size_(size),
+      chunk_bytes_(round_up(chunk_bytes, 4096)),
       depth_(std::clamp(depth, 1, kMaxDepth)),
-      oversubscribed_(oversubscribed) {
+      oversubscribed_(oversubscribed),
+      cache_bytes_(last_level_cache_bytes()) {
   ErrorContext w = where;
   w.op = "shm.setup";
   slot_bytes_ = round_up(sizeof(SlotHeader), 4096) + chunk_bytes_ * size_t(depth_);

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/watchdog.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
+#include "transport/watchdog.hpp"
 
 namespace strata::shm {
 
@@ -54,9 +54,9 @@ struct Stamp {
 };
 
 struct SlotHeader {
-  Counter written;   ///< chunks this rank has staged in its slot
-  Counter reduced;   ///< chunks whose reduced sub-block this rank has published
-  Counter consumed;  ///< chunks this rank has finished reading from every slot
+  Counter written;          ///< chunks this rank has staged in its slot
+  Counter reduced;          ///< chunks whose reduced sub-block this rank has published
+  Counter consumed;         ///< chunks this rank has finished reading from every slot
   Stamp stamps[kMaxDepth];  ///< one per staging buffer
   /// Set when this rank abandoned a collective (its peers' waits fail at once instead of at
   /// their deadline, quoting `why`); the group is unusable afterwards.
@@ -81,6 +81,8 @@ class Segment {
   int depth() const { return depth_; }
   /// More ranks in this group than cores this process may run on: waiting must not spin.
   bool oversubscribed() const { return oversubscribed_; }
+  /// The last-level cache this rank's core shares, bytes (sysfs; 8 MiB when it does not say).
+  size_t cache_bytes() const { return cache_bytes_; }
   SlotHeader& header(int rank) {  // inline: every wait polls through it
     return *reinterpret_cast<SlotHeader*>(base_ + slot_bytes_ * size_t(rank));
   }
@@ -102,6 +104,7 @@ class Segment {
   size_t chunk_bytes_;
   int depth_;
   bool oversubscribed_;
+  size_t cache_bytes_;
   size_t slot_bytes_;
   size_t total_bytes_;
   uint8_t* base_ = nullptr;
