@@ -3,12 +3,42 @@
 RESULTS.md: Strata's out-of-place busbw per size (median of the three runs, one per Open MPI
 configuration) against the best of Open MPI's three configurations at that size. With several
 directories (several runs of compare_mpi.sh), it prints the first run's tables and then the
-ratio of every target cell in every run, with where the vCPUs were in each of its three runs."""
+ratio of every target cell in every run, with where the vCPUs were in each of its three runs.
+`--worst DIR` (compare_mpi.sh's quick mode) prints, per collective, the worst ratio over sizes
+and world sizes, with where it is."""
 import glob
 import json
 import os
 import re
+import statistics
 import sys
+
+if sys.argv[1:2] == ["--worst"]:
+    d = sys.argv[2]
+    print("| collective | worst Strata / best Open MPI (busbw) | at | placement (round trip, ns) |")
+    print("|---|---|---|---|")
+    for coll in ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]:
+        worst = None
+        for np in (2, 4):
+            strata, mpi, trips = {}, {}, []
+            for f in glob.glob(os.path.join(d, f"{coll}_np{np}_*.json")):
+                j = json.load(open(f))
+                trips += [v for v in (j.get("core_round_trip_ns") or {}).values() if v]
+                for r in j["rows"]:
+                    strata.setdefault(r["bytes"], []).append(r["out_of_place"]["busbw"])
+                    if r["mpi_busbw"] is not None:
+                        mpi.setdefault(r["bytes"], []).append(r["mpi_busbw"])
+            for b in strata:
+                if b not in mpi:
+                    continue
+                ratio = statistics.median(strata[b]) / max(mpi[b])
+                if worst is None or ratio < worst[0]:
+                    size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+                    trip = f"{min(trips):.0f}-{max(trips):.0f}" if trips else "?"
+                    worst = (ratio, f"n = {np}, {size}", trip)
+        if worst:
+            print(f"| {coll} | {worst[0]:.2f}x | {worst[1]} | {worst[2]} |")
+    sys.exit(0)
 
 dirs = sys.argv[1:] or [os.path.join(os.path.dirname(__file__), "results")]
 d = dirs[0]

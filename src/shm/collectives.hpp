@@ -17,14 +17,16 @@ namespace strata::shm {
 /// Up to this many bytes, all-reduce runs in one phase (every rank reduces everything).
 constexpr size_t kSmallBytes = 16 * 1024;
 /// Results go to the caller's buffer with streaming stores when the operation's footprint on the
-/// node, every rank's input and output, exceeds the last-level cache (Segment::cache_bytes):
-/// below it the output stays cached for whatever reads it next (the fixed 4 MiB this replaces
-/// made a 4 MiB all-to-all at n = 2, 16 MiB of footprint, 0.85x Open MPI instead of 0.94-0.97x);
-/// above it ordinary stores would evict the rest and read every line before writing it
-/// (16 MiB all-to-all: 1.21x with ordinary stores, 1.63x streaming). Chunks are staged in the
-/// write mode this rank has found faster (write_mode.hpp).
+/// node, every rank's input and output, exceeds half the last-level cache (Segment::cache_bytes;
+/// half, because the cores beside ours, other processes and other VMs, use it too): below it the
+/// output stays cached for whatever reads it next; above it ordinary stores would evict the rest
+/// and read every line before writing it. Measured here (32 MiB shared): footprints of 12-16 MiB
+/// were faster with ordinary stores (all-to-all n = 2, 4 MiB: 0.80 -> 0.91x Open MPI; all-gather
+/// 1.02 -> 1.33x), 20 MiB and up with streaming ones (all-gather n = 4, 4 MiB: 2.07x streaming,
+/// 1.29x not; 64 MiB all-to-all: 1.63x against 1.21x). Chunks are staged in the write mode this
+/// rank has found faster (write_mode.hpp).
 inline bool stream_results(const Segment& s, size_t in_bytes, size_t out_bytes) {
-  return double(s.size()) * double(in_bytes + out_bytes) > double(s.cache_bytes());
+  return double(s.size()) * double(in_bytes + out_bytes) > double(s.cache_bytes()) / 2;
 }
 
 struct Context {
