@@ -35,22 +35,23 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   stage.done();
 }
 
-// All-to-all rounds span several staging buffers (up to half the slot's `depth`, contiguous):
-// every round all ranks must meet, and with more ranks than cores each meeting costs scheduler
-// slices, so fewer, larger rounds win (benchmarks/RESULTS.md, "Why"); but a round as wide as the
-// whole slot cannot be staged until every peer has read the one before, so half the slot keeps
-// two rounds in flight (n = 2, 4 MiB: 257 -> 207 us; 1 MiB: 65 -> 56 us; n = 4 unchanged). A
-// round stops at the slot's end, so its buffers are contiguous; no buffer index is skipped, so
-// ranks that disagree on the size still meet on the same chunk numbers and see each other's
-// stamps (a size-mismatch error).
+// All-to-all rounds span several staging buffers (contiguous): every round all ranks must meet.
+// A round as wide as the whole slot (`depth` buffers) cannot be staged until every peer has read
+// the one before, so with a core per rank rounds take half the slot and two are in flight (n = 2,
+// 4 MiB: 257 -> 207 us; 1 MiB: 65 -> 56 us). With more ranks than cores each meeting costs
+// scheduler slices, and there fewer, larger rounds win (benchmarks/RESULTS.md, "Why"): the whole
+// slot. A round stops at the slot's end, so its buffers are contiguous; no buffer index is
+// skipped, so ranks that disagree on the size still meet on the same chunk numbers and see each
+// other's stamps (a size-mismatch error).
 void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const uint64_t depth = uint64_t(s.depth());
-  // As wide as the message needs, up to half the slot: a message that fits one buffer keeps
-  // the depth to run ahead into, which back-to-back small all-to-alls need.
-  const uint64_t wide = std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(),
-                                             1, std::max<uint64_t>(depth / 2, 1));
+  // As wide as the message needs, up to the widest round above: a message that fits one buffer
+  // keeps the depth to run ahead into, which back-to-back small all-to-alls need.
+  const uint64_t widest = s.oversubscribed() ? depth : std::max<uint64_t>(depth / 2, 1);
+  const uint64_t wide =
+      std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(), 1, widest);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
