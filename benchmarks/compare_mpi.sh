@@ -5,7 +5,7 @@
 # Usage: benchmarks/compare_mpi.sh [outdir [small|quick]]   (after scripts/build.sh; `small`:
 # only the small all-reduce sweep, the latency_*.txt files; `quick`: the regression guard, 64 KiB
 # to 16 MiB, the vader and ucx configurations, 20 iterations, then the worst ratio per collective
-# (benchmarks/summarize_results.py --worst); about a minute)
+# (benchmarks/summarize_results.py --quick); about 30 s here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-benchmarks/results}
@@ -34,7 +34,7 @@ if [[ $mode == quick ]]; then
       done
     done
   done
-  exec benchmarks/summarize_results.py --worst "$out"
+  exec benchmarks/summarize_results.py --quick "$out"
 fi
 for np in 2 4; do
   for coll in all_reduce reduce_scatter all_gather all_to_all; do

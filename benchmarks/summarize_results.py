@@ -4,8 +4,8 @@ RESULTS.md: Strata's out-of-place busbw per size (median of the three runs, one 
 configuration) against the best of Open MPI's three configurations at that size. With several
 directories (several runs of compare_mpi.sh), it prints the first run's tables and then the
 ratio of every target cell in every run, with where the vCPUs were in each of its three runs.
-`--worst DIR` (compare_mpi.sh's quick mode) prints, per collective, the worst ratio over sizes
-and world sizes, with where it is."""
+`--quick DIR` (compare_mpi.sh's quick mode) prints the ratio of every cell and, per collective,
+the worst one."""
 import glob
 import json
 import os
@@ -13,37 +13,70 @@ import re
 import statistics
 import sys
 
-if sys.argv[1:2] == ["--worst"]:
-    d = sys.argv[2]
-    print("| collective | worst Strata / best Open MPI (busbw) | at | placement (round trip, ns) |")
-    print("|---|---|---|---|")
+FAR_NS = 400  # round trips here are ~80-240 ns (near) or ~600 ns (far), see RESULTS.md
+
+
+def placement(round_trips):
+    """n: the vCPUs near at the run's start and end, f: far at both, m: moved, ?: not measured."""
+    if not round_trips:
+        return "?"
+    far = [v > FAR_NS for v in round_trips]
+    return "f" if all(far) else "m" if any(far) else "n"
+
+
+def quick(d):
+    """compare_mpi.sh's quick mode: Strata's median out-of-place busbw over its runs against the
+    best Open MPI configuration's, per collective, world size and size (in-place in brackets for
+    all-reduce), with each run's placement (one letter per Open MPI configuration, see
+    placement()), then the worst cell of each collective."""
+    sizes, grid, trips, where = set(), {}, [], {}
     for coll in ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]:
-        worst = None
         for np in (2, 4):
-            strata, mpi, trips = {}, {}, []
-            for f in glob.glob(os.path.join(d, f"{coll}_np{np}_*.json")):
+            strata, inplace, mpi = {}, {}, {}
+            for f in sorted(glob.glob(os.path.join(d, f"{coll}_np{np}_*.json"))):
                 j = json.load(open(f))
-                trips += [v for v in (j.get("core_round_trip_ns") or {}).values() if v]
+                rt = [v for v in (j.get("core_round_trip_ns") or {}).values() if v]
+                trips += rt
+                where[coll, np] = where.get((coll, np), "") + placement(rt)
                 for r in j["rows"]:
                     strata.setdefault(r["bytes"], []).append(r["out_of_place"]["busbw"])
+                    if r["in_place"]:
+                        inplace.setdefault(r["bytes"], []).append(r["in_place"]["busbw"])
                     if r["mpi_busbw"] is not None:
                         mpi.setdefault(r["bytes"], []).append(r["mpi_busbw"])
             for b in strata:
-                if b not in mpi:
-                    continue
-                ratio = statistics.median(strata[b]) / max(mpi[b])
-                if worst is None or ratio < worst[0]:
-                    size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
-                    trip = f"{min(trips):.0f}-{max(trips):.0f}" if trips else "?"
-                    worst = (ratio, f"n = {np}, {size}", trip)
-        if worst:
-            print(f"| {coll} | {worst[0]:.2f}x | {worst[1]} | {worst[2]} |")
+                if b in mpi:
+                    sizes.add(b)
+                    ip = statistics.median(inplace[b]) / max(mpi[b]) if b in inplace else None
+                    grid[coll, np, b] = (statistics.median(strata[b]) / max(mpi[b]), ip)
+    name = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+    print(f"Round trips seen: {min(trips):.0f}-{max(trips):.0f} ns" if trips else "")
+    print()
+    print("| collective | ranks | " + " | ".join(name(b) for b in sorted(sizes)) + " | placement |")
+    print("|---|---|" + "---|" * len(sizes) + "---|")
+    for coll, np in sorted({(c, n) for c, n, _ in grid}, key=lambda k: (k[0] != "all_reduce", k)):
+        cells = []
+        for b in sorted(sizes):
+            oop, ip = grid.get((coll, np, b), (None, None))
+            cells.append("?" if oop is None else f"{oop:.2f}x" + (f" ({ip:.2f}x)" if ip and coll == "all_reduce" else ""))
+        print(f"| {coll} | {np} | " + " | ".join(cells) + f" | {where[coll, np]} |")
+    print()
+    print("| collective | worst Strata / best Open MPI (busbw) | at |")
+    print("|---|---|---|")
+    for coll in ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]:
+        cells = [(v[0], np, b) for (c, np, b), v in grid.items() if c == coll]
+        if cells:
+            r, np, b = min(cells)
+            print(f"| {coll} | {r:.2f}x | n = {np}, {name(b)} |")
+
+
+if sys.argv[1:2] == ["--quick"]:
+    quick(sys.argv[2])
     sys.exit(0)
 
 dirs = sys.argv[1:] or [os.path.join(os.path.dirname(__file__), "results")]
 d = dirs[0]
 colls = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]
-FAR_NS = 400  # round trips here are ~140 ns (near) or ~600 ns (far), see RESULTS.md
 
 
 def cell(d, coll, np, size):
@@ -100,7 +133,7 @@ for coll in colls:
             rt = json.load(open(f)).get("core_round_trip_ns") if os.path.exists(f) else None
             fmt = lambda v: "?" if v is None else f"{v:.0f}"
             cells.append(f"{fmt(rt['start'])} / {fmt(rt['end'])}" if rt else "?")
-        print(f"| {coll} | {np} | " + " | ".join(cells) + " |")
+        print(f"| {coll} | {np} | " + " | ".join(cells) + f" | {where[coll, np]} |")
 print()
 # Small all-reduces (latency_*.txt): Strata's median time over the three runs against the
 # fastest Open MPI configuration, per size.
