@@ -9,10 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/types.hpp"
+
 namespace strata {
 
 using Bytes = std::vector<uint8_t>;
-using Clock = std::chrono::steady_clock;
 
 /// A job-wide key-value store. All calls are thread-safe. Blocking calls take a timeout and throw
 /// strata::Error (ErrorCode::timeout) naming the key when it passes.

@@ -2,6 +2,7 @@
 // collective call is written in.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -9,6 +10,9 @@
 #include <type_traits>
 
 namespace strata {
+
+/// The clock of every deadline and timing in Strata.
+using Clock = std::chrono::steady_clock;
 
 /// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits);
 /// boolean is one byte holding 0 or 1; c64 and c128 are complex float and double (re, im).

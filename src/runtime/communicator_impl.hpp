@@ -39,7 +39,7 @@ class Communicator::Impl : private algo::TwoLevel {
   /// fail at once, naming this one) and failing with `e`, which leaves the group unusable here
   /// too. The caller throws `e`.
   void refuse(const char* op, int peer, Buffer data, int reduce, const Error& e);
-  /// The flight recorder's table (see comm/flight_recorder.hpp).
+  /// The flight recorder's table (see runtime/flight_recorder.hpp).
   std::string flight_record() const { return queue_->recorder().dump("on request"); }
   /// The algorithm for collective `c` on `bytes` per rank (the registry's cost model or
   /// STRATA_ALGO), logged once per size class at INFO.

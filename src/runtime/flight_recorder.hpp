@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "strata/error.hpp"
-#include "strata/store.hpp"
 #include "strata/types.hpp"
 
 namespace strata::runtime {

@@ -2,7 +2,7 @@
 // strata-run.
 #include "bootstrap/job_env.hpp"
 #include "base/log.hpp"
-#include "transport/ucx/stale_files.hpp"
+#include "transport/ucx/factory.hpp"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 
@@ -15,7 +15,7 @@ Communicator Communicator::from_env(const CommOptions& options) {
     auto store = bootstrap::connect_store(env);
     return create(std::make_shared<PrefixStore>(store, options.name), env.rank, env.size, options);
   } catch (const Error& e) {
-    // A rank that died while the job met may have left UCX's files behind (transport/ucx/stale_files.hpp).
+    // A rank that died while the job met may have left UCX's files behind (ucx/stale_files.hpp).
     if (e.code() == ErrorCode::timeout || e.code() == ErrorCode::peer_failure) {
       ucx::reclaim_stale_files();
     }

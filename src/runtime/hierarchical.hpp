@@ -5,7 +5,6 @@
 #pragma once
 
 #include "runtime/subgroups.hpp"
-#include "strata/store.hpp"
 #include "strata/types.hpp"
 
 namespace strata::runtime {

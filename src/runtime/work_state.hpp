@@ -8,7 +8,7 @@
 #include <memory>
 #include <mutex>
 
-#include "strata/store.hpp"
+#include "strata/types.hpp"
 
 namespace strata::runtime { class OpQueue; }
 

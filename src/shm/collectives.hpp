@@ -41,7 +41,7 @@ struct Context {
 
 void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt, ReduceOp op);
 /// All-reduce of up to kSmallBytes in one phase, in halves, so that the caller can finish it
-/// at once when the peers are already there (comm/immediate.cpp). can_post: post would not wait
+/// at once when the peers are already there (runtime/immediate.cpp). can_post: post would not wait
 /// (up to shm::kLineBytes it never does; above, this rank's next staging buffer must have been
 /// read by every peer). post: publishes this rank's input and returns its number; publish does
 /// the same without waiting, once can_post said it would not.

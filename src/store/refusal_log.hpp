@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "strata/store.hpp"
+#include "strata/types.hpp"
 
 namespace strata::store {
 

@@ -12,7 +12,7 @@
 #include "transport/p2p.hpp"
 #include "transport/watchdog.hpp"
 #include "strata/error.hpp"
-#include "strata/store.hpp"  // Clock
+#include "strata/types.hpp"  // Clock
 
 namespace strata::transport {
 

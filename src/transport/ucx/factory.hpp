@@ -1,4 +1,5 @@
-// The UCX transport, made without showing UCX's headers to its user (the runtime).
+// The UCX transport, made without showing UCX's headers to its user (the runtime), and the
+// clean-up of what a dead rank's UCX left behind (stale_files.hpp).
 #pragma once
 
 #include <chrono>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "transport/transport.hpp"
+#include "transport/ucx/stale_files.hpp"
 #include "strata/store.hpp"
 
 namespace strata::ucx {
