@@ -1,4 +1,5 @@
 #include "perf_options.hpp"
+#include "strata/types.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -77,10 +78,10 @@ bool has_root(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
 
 double bus_factor(Coll c, int n) {
   switch (c) {
-    case Coll::all_reduce: return 2.0 * (n - 1) / n;
+    case Coll::all_reduce: return strata::all_reduce_bus_bytes(1.0, n);
     case Coll::all_gather:
     case Coll::reduce_scatter:
-    case Coll::all_to_all: return double(n - 1) / n;
+    case Coll::all_to_all: return strata::gather_bus_bytes(1.0, n);
     default: return 1.0;
   }
 }

@@ -1,6 +1,7 @@
 #include "layout_formulas.hpp"
 
 #include "pipeline_schedule.hpp"
+#include "strata/types.hpp"
 #include "tensor_parallel.hpp"
 
 namespace gpt {
@@ -51,11 +52,12 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.
   const int dp = ranks / (o.tp * o.pp), mp = o.tp * o.pp;
   const double P = 4.0 * double(memory_formula(o, ranks, stage).params);
-  const double red = o.stage <= 1 ? 2.0 * (dp - 1) / dp : double(dp - 1) / dp;
-  r.dp_bus_bytes = red * P + (o.stage == 1 || o.stage == 2 ? double(dp - 1) / dp * P : 0.0);
+  r.dp_bus_bytes =
+      (o.stage <= 1 ? strata::all_reduce_bus_bytes(P, dp) : strata::gather_bus_bytes(P, dp)) +
+      (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0);
   if (o.max_grad_norm > 0) {
-    if (o.stage > 0) r.dp_bus_bytes += 2.0 * (dp - 1) / dp * 8;
-    r.dp_bus_bytes += 2.0 * (mp - 1) / mp * 8;
+    if (o.stage > 0) r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, dp);
+    r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, mp);
   }
   r.dp_known = o.stage < 3;
   return r;

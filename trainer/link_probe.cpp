@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "strata/types.hpp"
+
 namespace gpt {
 
 namespace {
@@ -64,10 +66,11 @@ double measure(strata::Communicator& g, const std::string& collective, size_t by
     const double run = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     t = i == 0 ? run : std::min(t, run);
   }
-  const double factor = collective == "all_reduce"  ? 2.0 * (n - 1) / n
-                        : collective == "send/recv" ? 1.0
-                                                    : double(n - 1) / n;
-  return factor * double(count * sizeof(float)) / t / 1e9;
+  const double moved = double(count * sizeof(float));
+  const double bus = collective == "all_reduce"  ? strata::all_reduce_bus_bytes(moved, n)
+                     : collective == "send/recv" ? moved
+                                                 : strata::gather_bus_bytes(moved, n);
+  return bus / t / 1e9;
 }
 
 // Why the group's figure cannot speak for its links: a node of it runs more of the job's ranks

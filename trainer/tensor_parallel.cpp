@@ -150,13 +150,11 @@ int TensorParallel::position(size_t i, int T) const {
 namespace {
 // nccl-tests' bus bytes: all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n
 // of the whole (gathered) buffer.
-double all_reduce_bus(size_t bytes, int n) { return 2.0 * (n - 1) / n * double(bytes); }
-double gather_bus(size_t bytes, int n) { return double(n - 1) / n * double(bytes); }
 }  // namespace
 
 const float* TensorParallel::gather_rows(const float* local, float* full, int B, int T, int C) {
   if (!sp_ || size() == 1) return local;
-  bus_bytes_ += gather_bus(sizeof(float) * B * T * C, size());
+  bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * B * T * C, size());
   sp::all_gather_rows(group_, local, full, staging_, B, T, C);
   return full;
 }
@@ -164,11 +162,11 @@ const float* TensorParallel::gather_rows(const float* local, float* full, int B,
 float* TensorParallel::reduce_rows(float* partial, float* local, int B, int T, int C) {
   if (size() == 1) return partial;
   if (!sp_) {
-    bus_bytes_ += all_reduce_bus(sizeof(float) * B * T * C, size());
+    bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(float) * B * T * C, size());
     group_.all_reduce(strata::Buffer{partial, size_t(B) * T * C}, strata::ReduceOp::sum).wait();
     return partial;
   }
-  bus_bytes_ += gather_bus(sizeof(float) * B * T * C, size());
+  bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * B * T * C, size());
   sp::reduce_scatter_rows(group_, partial, local, staging_, B, T, C);
   return local;
 }
@@ -180,7 +178,7 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
   for (int n = 0; n < N; ++n)
     for (int i = 0; i < real; ++i) row_max_[n] = std::max(row_max_[n], logits[size_t(n) * Vl + i]);
   group_.all_reduce(strata::buffer(row_max_), strata::ReduceOp::max).wait();
-  bus_bytes_ += all_reduce_bus(sizeof(float) * N, size());
+  bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(float) * N, size());
   // Per row: the sum of exponentials over this rank's columns, and the target's logit (minus the
   // max) if this rank holds the target: both summed over the group in one all-reduce.
   row_sums_.assign(2 * size_t(N), 0.0);
@@ -196,7 +194,7 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
       row_sums_[size_t(N) + n] = double(z[targets[n] - first] - mx);
   }
   group_.all_reduce(strata::buffer(row_sums_), strata::ReduceOp::sum).wait();
-  bus_bytes_ += all_reduce_bus(sizeof(double) * 2 * N, size());
+  bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(double) * 2 * N, size());
   double total = 0;
   for (int n = 0; n < N; ++n) {
     const float inv = float(1.0 / row_sums_[n]);
@@ -209,7 +207,7 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
 
 void TensorParallel::all_reduce_sum(std::span<float> v) {
   if (size() == 1) return;
-  bus_bytes_ += all_reduce_bus(v.size_bytes(), size());
+  bus_bytes_ += strata::all_reduce_bus_bytes(v.size_bytes(), size());
   group_.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
 }
 

@@ -14,6 +14,18 @@ namespace strata {
 /// The clock of every deadline and timing in Strata.
 using Clock = std::chrono::steady_clock;
 
+/// Bytes a collective moves per rank in nccl-tests' "bus" sense, so that bus bytes / seconds
+/// compares with a link's bandwidth whatever the collective and the group size n. All-reduce of
+/// `bytes` per rank: 2(n-1)/n x bytes.
+constexpr double all_reduce_bus_bytes(double bytes, int n) {
+  return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0;
+}
+/// All-gather, reduce-scatter or all-to-all whose full (gathered) buffer is `total` bytes:
+/// (n-1)/n x total.
+constexpr double gather_bus_bytes(double total, int n) {
+  return n > 1 ? double(n - 1) / n * total : 0.0;
+}
+
 /// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits);
 /// boolean is one byte holding 0 or 1; c64 and c128 are complex float and double (re, im).
 enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64, boolean, i16, u32, u64, c64, c128 };

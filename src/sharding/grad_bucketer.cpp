@@ -4,7 +4,6 @@
 #include <chrono>
 #include <utility>
 
-#include "sharding/bus_bytes.hpp"
 #include "sharding/fail.hpp"
 #include "strata/sharding.hpp"
 
@@ -12,8 +11,6 @@ namespace strata {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
-using sharding::all_reduce_bus_bytes;
-using sharding::gather_bus_bytes;
 
 std::vector<BucketInfo> plan_buckets(const FlatLayout& layout, const BucketOptions& o) {
   std::vector<BucketInfo> out;

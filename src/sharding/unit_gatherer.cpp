@@ -3,7 +3,6 @@
 #include <chrono>
 #include <utility>
 
-#include "sharding/bus_bytes.hpp"
 #include "sharding/fail.hpp"
 
 namespace strata::sharding {

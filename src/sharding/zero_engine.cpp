@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "sharding/adamw.hpp"
-#include "sharding/bus_bytes.hpp"
 #include "sharding/checkpoint.hpp"
 #include "sharding/fail.hpp"
 #include "sharding/unit_gatherer.hpp"
@@ -297,10 +296,10 @@ class ZeroEngine::Impl {
     });
     if (opt_.stage > 0)
       timed(comm_.all_reduce(buffer(sq), ReduceOp::sum),
-            sharding::all_reduce_bus_bytes(sizeof(double), comm_.size()));
+            all_reduce_bus_bytes(sizeof(double), comm_.size()));
     if (opt_.grad_norm_group && opt_.grad_norm_group.size() > 1)
       timed(opt_.grad_norm_group.all_reduce(buffer(sq), ReduceOp::sum),
-            sharding::all_reduce_bus_bytes(sizeof(double), opt_.grad_norm_group.size()));
+            all_reduce_bus_bytes(sizeof(double), opt_.grad_norm_group.size()));
     return std::sqrt(sq[0]);
   }
 
@@ -321,7 +320,7 @@ class ZeroEngine::Impl {
     if (u >= updating_.size() || !updating_[u]) return;
     std::optional<Work> w = std::move(updating_[u]);
     updating_[u].reset();
-    timed(*w, sharding::gather_bus_bytes(layout_.unit_numel(u) * sizeof(float), comm_.size()));
+    timed(*w, gather_bus_bytes(layout_.unit_numel(u) * sizeof(float), comm_.size()));
   }
   void await_all_params() {
     for (size_t u = 0; u < updating_.size(); ++u) await_params(u);
