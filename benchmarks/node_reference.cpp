@@ -92,7 +92,9 @@ double memcpy_gbps(int threads) {
   return copy_gbps(threads, [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); });
 }
 
-double streaming_copy_gbps(int threads) { return copy_gbps(threads, strata::kernels::copy_streaming); }
+double streaming_copy_gbps(int threads) {
+  return copy_gbps(threads, strata::kernels::copy_streaming);
+}
 
 std::optional<RoundTrip> core_round_trip() {
   const std::vector<int> cpus = node_cpus();

@@ -23,15 +23,44 @@ bool integral(DataType dt) {
 void store(void* base, size_t i, DataType dt, double v, int64_t iv) {
   auto* p = static_cast<uint8_t*>(base);
   switch (dt) {
-    case DataType::f32: { float f = float(v); std::memcpy(p + 4 * i, &f, 4); break; }
-    case DataType::f64: std::memcpy(p + 8 * i, &v, 8); break;
-    case DataType::f16: { auto h = strata::to_f16(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DataType::bf16: { auto h = strata::to_bf16(float(v)); std::memcpy(p + 2 * i, &h, 2); break; }
-    case DataType::i8: { auto x = int8_t(uint64_t(iv)); std::memcpy(p + i, &x, 1); break; }
-    case DataType::u8: { auto x = uint8_t(uint64_t(iv)); std::memcpy(p + i, &x, 1); break; }
-    case DataType::i32: { auto x = int32_t(uint64_t(iv)); std::memcpy(p + 4 * i, &x, 4); break; }
-    case DataType::i64: std::memcpy(p + 8 * i, &iv, 8); break;
-    default: break;  // strata-perf measures the dtypes of its -d list (kDtypes) only
+    case DataType::f32: {
+      float f = float(v);
+      std::memcpy(p + 4 * i, &f, 4);
+      break;
+    }
+    case DataType::f64:
+      std::memcpy(p + 8 * i, &v, 8);
+      break;
+    case DataType::f16: {
+      auto h = strata::to_f16(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case DataType::bf16: {
+      auto h = strata::to_bf16(float(v));
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case DataType::i8: {
+      auto x = int8_t(uint64_t(iv));
+      std::memcpy(p + i, &x, 1);
+      break;
+    }
+    case DataType::u8: {
+      auto x = uint8_t(uint64_t(iv));
+      std::memcpy(p + i, &x, 1);
+      break;
+    }
+    case DataType::i32: {
+      auto x = int32_t(uint64_t(iv));
+      std::memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case DataType::i64:
+      std::memcpy(p + 8 * i, &iv, 8);
+      break;
+    default:
+      break;  // strata-perf measures the dtypes of its -d list (kDtypes) only
   }
 }
 
@@ -42,16 +71,28 @@ void store_reduced(void* dst, size_t at, DataType dt, ReduceOp op, int n, size_t
   for (int r = 1; r < n; ++r) {
     int64_t v = value(dt, r, i);
     switch (op) {
-      case ReduceOp::sum: case ReduceOp::avg: acc += v, facc += double(v); break;
-      case ReduceOp::prod: acc *= v, facc *= double(v); break;
-      case ReduceOp::min: acc = std::min(acc, v), facc = std::min(facc, double(v)); break;
-      case ReduceOp::max: acc = std::max(acc, v), facc = std::max(facc, double(v)); break;
-      default: break;  // and the ops of its -o list (kOps) only
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        acc += v, facc += double(v);
+        break;
+      case ReduceOp::prod:
+        acc *= v, facc *= double(v);
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, v), facc = std::min(facc, double(v));
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, v), facc = std::max(facc, double(v));
+        break;
+      default:
+        break;  // and the ops of its -o list (kOps) only
     }
   }
   if (op == ReduceOp::avg) {
-    if (integral(dt)) acc /= n;
-    else facc = dt == DataType::f64 ? facc / n : double(float(facc) / float(n));
+    if (integral(dt))
+      acc /= n;
+    else
+      facc = dt == DataType::f64 ? facc / n : double(float(facc) / float(n));
   }
   store(dst, at, dt, facc, acc);
 }
@@ -60,15 +101,19 @@ void store_reduced(void* dst, size_t at, DataType dt, ReduceOp op, int n, size_t
 
 size_t Case::in_count() const {
   switch (coll) {
-    case Coll::all_gather: return count / n;
-    default: return count;
+    case Coll::all_gather:
+      return count / n;
+    default:
+      return count;
   }
 }
 
 size_t Case::out_count() const {
   switch (coll) {
-    case Coll::reduce_scatter: return count / n;
-    default: return count;
+    case Coll::reduce_scatter:
+      return count / n;
+    default:
+      return count;
   }
 }
 
@@ -94,12 +139,18 @@ strata::Buffer Case::output(std::vector<uint8_t>& a, std::vector<uint8_t>& b) co
 
 strata::Work Case::issue(strata::Communicator& c, strata::Buffer in, strata::Buffer out) const {
   switch (coll) {
-    case Coll::all_reduce: return c.all_reduce(in, out, op);
-    case Coll::all_gather: return c.all_gather(in, out);
-    case Coll::reduce_scatter: return c.reduce_scatter(in, out, op);
-    case Coll::all_to_all: return c.all_to_all(in, out);
-    case Coll::broadcast: return c.broadcast(in, out, root);
-    case Coll::reduce: return c.reduce(in, out, op, root);
+    case Coll::all_reduce:
+      return c.all_reduce(in, out, op);
+    case Coll::all_gather:
+      return c.all_gather(in, out);
+    case Coll::reduce_scatter:
+      return c.reduce_scatter(in, out, op);
+    case Coll::all_to_all:
+      return c.all_to_all(in, out);
+    case Coll::broadcast:
+      return c.broadcast(in, out, root);
+    case Coll::reduce:
+      return c.reduce(in, out, op, root);
     case Coll::sendrecv: {
       strata::Work r = c.recv(out, (rank + n - 1) % n);
       c.send(in, (rank + 1) % n).wait();
@@ -124,8 +175,12 @@ long Case::count_wrong(strata::Buffer out) const {
   for (size_t k = 0; k < out.count; ++k) {
     switch (coll) {
       case Coll::all_reduce:
-      case Coll::reduce: store_reduced(want.data(), k, dtype, op, n, k); break;
-      case Coll::reduce_scatter: store_reduced(want.data(), k, dtype, op, n, rank * per + k); break;
+      case Coll::reduce:
+        store_reduced(want.data(), k, dtype, op, n, k);
+        break;
+      case Coll::reduce_scatter:
+        store_reduced(want.data(), k, dtype, op, n, rank * per + k);
+        break;
       case Coll::all_gather: {
         int64_t v = value(dtype, int(k / per), k % per);
         store(want.data(), k, dtype, double(v), v);

@@ -16,7 +16,7 @@ struct Case {
   strata::DataType dtype;
   strata::ReduceOp op;
   int root;
-  size_t count;     // elements in the nccl-tests "size" (whole buffer; see element counts below)
+  size_t count;  // elements in the nccl-tests "size" (whole buffer; see element counts below)
   bool in_place;
 
   int rank, n;

@@ -7,23 +7,35 @@ namespace {
 
 std::optional<MPI_Datatype> mpi_type(strata::DataType t) {
   switch (t) {
-    case strata::DataType::f32: return MPI_FLOAT;
-    case strata::DataType::f64: return MPI_DOUBLE;
-    case strata::DataType::i8: return MPI_INT8_T;
-    case strata::DataType::u8: return MPI_UINT8_T;
-    case strata::DataType::i32: return MPI_INT32_T;
-    case strata::DataType::i64: return MPI_INT64_T;
-    default: return std::nullopt;  // no standard 16-bit float types in MPI
+    case strata::DataType::f32:
+      return MPI_FLOAT;
+    case strata::DataType::f64:
+      return MPI_DOUBLE;
+    case strata::DataType::i8:
+      return MPI_INT8_T;
+    case strata::DataType::u8:
+      return MPI_UINT8_T;
+    case strata::DataType::i32:
+      return MPI_INT32_T;
+    case strata::DataType::i64:
+      return MPI_INT64_T;
+    default:
+      return std::nullopt;  // no standard 16-bit float types in MPI
   }
 }
 
 std::optional<MPI_Op> mpi_op(strata::ReduceOp op) {
   switch (op) {
-    case strata::ReduceOp::sum: return MPI_SUM;
-    case strata::ReduceOp::prod: return MPI_PROD;
-    case strata::ReduceOp::min: return MPI_MIN;
-    case strata::ReduceOp::max: return MPI_MAX;
-    default: return std::nullopt;
+    case strata::ReduceOp::sum:
+      return MPI_SUM;
+    case strata::ReduceOp::prod:
+      return MPI_PROD;
+    case strata::ReduceOp::min:
+      return MPI_MIN;
+    case strata::ReduceOp::max:
+      return MPI_MAX;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -38,16 +50,24 @@ std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer 
   auto once = [&] {
     const int cnt = int(c.count), per = int(c.count / n);
     switch (c.coll) {
-      case Coll::all_reduce: MPI_Allreduce(in.data, out.data, cnt, *t, *op, MPI_COMM_WORLD); break;
+      case Coll::all_reduce:
+        MPI_Allreduce(in.data, out.data, cnt, *t, *op, MPI_COMM_WORLD);
+        break;
       case Coll::all_gather:
         MPI_Allgather(in.data, per, *t, out.data, per, *t, MPI_COMM_WORLD);
         break;
       case Coll::reduce_scatter:
         MPI_Reduce_scatter_block(in.data, out.data, per, *t, *op, MPI_COMM_WORLD);
         break;
-      case Coll::all_to_all: MPI_Alltoall(in.data, per, *t, out.data, per, *t, MPI_COMM_WORLD); break;
-      case Coll::broadcast: MPI_Bcast(out.data, cnt, *t, c.root, MPI_COMM_WORLD); break;
-      case Coll::reduce: MPI_Reduce(in.data, out.data, cnt, *t, *op, c.root, MPI_COMM_WORLD); break;
+      case Coll::all_to_all:
+        MPI_Alltoall(in.data, per, *t, out.data, per, *t, MPI_COMM_WORLD);
+        break;
+      case Coll::broadcast:
+        MPI_Bcast(out.data, cnt, *t, c.root, MPI_COMM_WORLD);
+        break;
+      case Coll::reduce:
+        MPI_Reduce(in.data, out.data, cnt, *t, *op, c.root, MPI_COMM_WORLD);
+        break;
       case Coll::sendrecv:
         MPI_Sendrecv(in.data, cnt, *t, (r + 1) % n, 0, out.data, cnt, *t, (r + n - 1) % n, 0,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);

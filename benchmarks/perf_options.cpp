@@ -1,21 +1,24 @@
 #include "perf_options.hpp"
-#include "strata/types.hpp"
 
 #include <cstdlib>
 #include <cstring>
 
+#include "strata/types.hpp"
+
 namespace perf {
 namespace {
 
-const std::pair<const char*, Coll> kColls[] = {
-    {"all_reduce", Coll::all_reduce}, {"all_gather", Coll::all_gather},
-    {"reduce_scatter", Coll::reduce_scatter}, {"all_to_all", Coll::all_to_all},
-    {"broadcast", Coll::broadcast}, {"reduce", Coll::reduce}, {"sendrecv", Coll::sendrecv}};
+const std::pair<const char*, Coll> kColls[] = {{"all_reduce", Coll::all_reduce},
+                                               {"all_gather", Coll::all_gather},
+                                               {"reduce_scatter", Coll::reduce_scatter},
+                                               {"all_to_all", Coll::all_to_all},
+                                               {"broadcast", Coll::broadcast},
+                                               {"reduce", Coll::reduce},
+                                               {"sendrecv", Coll::sendrecv}};
 
-const strata::DataType kTypes[] = {strata::DataType::f32, strata::DataType::f64,
-                                   strata::DataType::f16, strata::DataType::bf16,
-                                   strata::DataType::i8,  strata::DataType::u8,
-                                   strata::DataType::i32, strata::DataType::i64};
+const strata::DataType kTypes[] = {
+    strata::DataType::f32, strata::DataType::f64, strata::DataType::f16, strata::DataType::bf16,
+    strata::DataType::i8,  strata::DataType::u8,  strata::DataType::i32, strata::DataType::i64};
 const strata::ReduceOp kOps[] = {strata::ReduceOp::sum, strata::ReduceOp::prod,
                                  strata::ReduceOp::min, strata::ReduceOp::max,
                                  strata::ReduceOp::avg};
@@ -37,10 +40,14 @@ std::optional<size_t> parse_size(const std::string& s) {
   if (end == s.c_str() || v < 0) return std::nullopt;
   std::string suffix(end);
   double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return std::nullopt;
+  if (suffix == "K" || suffix == "k")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    return std::nullopt;
   return size_t(v * mult);
 }
 
@@ -53,20 +60,34 @@ const char* coll_name(Coll c) {
 
 const char* nccl_type_name(strata::DataType t) {
   switch (t) {
-    case strata::DataType::f32: return "float";
-    case strata::DataType::f64: return "double";
-    case strata::DataType::f16: return "half";
-    case strata::DataType::bf16: return "bfloat16";
-    case strata::DataType::i8: return "int8";
-    case strata::DataType::u8: return "uint8";
-    case strata::DataType::i32: return "int32";
-    case strata::DataType::i64: return "int64";
-    case strata::DataType::boolean: return "bool";
-    case strata::DataType::i16: return "int16";
-    case strata::DataType::u32: return "uint32";
-    case strata::DataType::u64: return "uint64";
-    case strata::DataType::c64: return "complex64";
-    case strata::DataType::c128: return "complex128";
+    case strata::DataType::f32:
+      return "float";
+    case strata::DataType::f64:
+      return "double";
+    case strata::DataType::f16:
+      return "half";
+    case strata::DataType::bf16:
+      return "bfloat16";
+    case strata::DataType::i8:
+      return "int8";
+    case strata::DataType::u8:
+      return "uint8";
+    case strata::DataType::i32:
+      return "int32";
+    case strata::DataType::i64:
+      return "int64";
+    case strata::DataType::boolean:
+      return "bool";
+    case strata::DataType::i16:
+      return "int16";
+    case strata::DataType::u32:
+      return "uint32";
+    case strata::DataType::u64:
+      return "uint64";
+    case strata::DataType::c64:
+      return "complex64";
+    case strata::DataType::c128:
+      return "complex128";
   }
   return "?";
 }
@@ -78,11 +99,14 @@ bool has_root(Coll c) { return c == Coll::broadcast || c == Coll::reduce; }
 
 double bus_factor(Coll c, int n) {
   switch (c) {
-    case Coll::all_reduce: return strata::all_reduce_bus_bytes(1.0, n);
+    case Coll::all_reduce:
+      return strata::all_reduce_bus_bytes(1.0, n);
     case Coll::all_gather:
     case Coll::reduce_scatter:
-    case Coll::all_to_all: return strata::gather_bus_bytes(1.0, n);
-    default: return 1.0;
+    case Coll::all_to_all:
+      return strata::gather_bus_bytes(1.0, n);
+    default:
+      return 1.0;
   }
 }
 

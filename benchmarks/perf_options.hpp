@@ -15,8 +15,8 @@ enum class Coll { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast,
 struct Options {
   Coll coll = Coll::all_reduce;
   size_t min_bytes = 32 << 20, max_bytes = 32 << 20;
-  double factor = 2;        // -f; 0 when -i (linear steps) is used
-  size_t step_bytes = 0;    // -i
+  double factor = 2;      // -f; 0 when -i (linear steps) is used
+  size_t step_bytes = 0;  // -i
   int iters = 20, warmup = 5;
   bool check = true, blocking = false;
   int root = 0;
@@ -37,7 +37,8 @@ const char* nccl_type_name(strata::DataType t);
 /// Whether the collective reduces (has a redop column) and has a root.
 bool has_op(Coll c);
 bool has_root(Coll c);
-/// Bus bandwidth factor for n ranks: 2(n-1)/n all-reduce, (n-1)/n gather/scatter/all-to-all, 1 else.
+/// Bus bandwidth factor for n ranks: 2(n-1)/n all-reduce, (n-1)/n gather/scatter/all-to-all, 1
+/// else.
 double bus_factor(Coll c, int n);
 
 }  // namespace perf

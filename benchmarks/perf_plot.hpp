@@ -8,7 +8,8 @@
 
 namespace perf {
 
-/// Writes the plot of `rows` to `path`; `title` goes on top. Returns false if the file can't be written.
+/// Writes the plot of `rows` to `path`; `title` goes on top. Returns false if the file can't be
+/// written.
 bool write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows);
 
 }  // namespace perf

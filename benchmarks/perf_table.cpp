@@ -36,10 +36,13 @@ Measure measure(Coll c, int n, size_t bytes, double time_us) {
 std::string header(bool compare_mpi) {
   std::string s =
       "#\n"
-      "#                                                              out-of-place                       in-place          \n"
-      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong";
+      "#                                                              out-of-place                 "
+      "      in-place          \n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+      "time   algbw   busbw #wrong";
   s += compare_mpi ? "  vs_mpi\n" : "\n";
-  s += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       ";
+  s += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+       "(us)  (GB/s)  (GB/s)       ";
   s += compare_mpi ? "     (x)\n" : "\n";
   return s;
 }

@@ -12,10 +12,10 @@ namespace perf {
 
 /// Timing of one placement (out-of-place or in-place).
 struct Measure {
-  bool available = true;      // false: placement not supported (printed N/A)
+  bool available = true;  // false: placement not supported (printed N/A)
   double time_us = 0;
   double algbw = 0, busbw = 0;  // GB/s, GB = 1e9 B
-  std::optional<long> wrong;  // nullopt when not checked
+  std::optional<long> wrong;    // nullopt when not checked
 };
 
 struct Row {

@@ -35,8 +35,10 @@ void pin(int cpu) {
 __attribute__((target("avx2"))) void copy(char* d, const char* s, size_t n, bool streaming) {
   for (size_t i = 0; i < n; i += 32) {
     const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(s + i));
-    if (streaming) _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), v);
-    else _mm256_store_si256(reinterpret_cast<__m256i*>(d + i), v);
+    if (streaming)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), v);
+    else
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i), v);
   }
   if (streaming) _mm_sfence();
 }
@@ -104,9 +106,10 @@ int main() {
   std::printf("staged copy cpu %d -> cpu %d, GB/s (staging / output stores):\n", cpus[0], cpus[1]);
   for (bool stage : {false, true}) {
     for (bool out : {false, true}) {
-      std::printf("  %-9s / %-9s %6.2f\n", stage ? "streaming" : "ordinary", out ? "streaming" : "ordinary",
-                  staged_copy_gbps(cpus[0], cpus[1], stage, out));
+      std::printf("  %-9s / %-9s %6.2f\n", stage ? "streaming" : "ordinary",
+                  out ? "streaming" : "ordinary", staged_copy_gbps(cpus[0], cpus[1], stage, out));
     }
   }
-  if (const auto end = perf::core_round_trip()) std::printf("core-to-core round trip at end: %.0f ns\n", end->ns);
+  if (const auto end = perf::core_round_trip())
+    std::printf("core-to-core round trip at end: %.0f ns\n", end->ns);
 }

@@ -38,8 +38,8 @@ long sum_over_ranks(strata::Communicator& c, long v) {
 }
 
 // Average microseconds per call (max over ranks) of `iters` calls after `warmup`.
-double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in,
-                   strata::Buffer out, const Options& o) {
+double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in, strata::Buffer out,
+                   const Options& o) {
   for (int i = 0; i < o.warmup; ++i) c.issue(comm, in, out).wait();
   comm.barrier().wait();
   auto t0 = Clock::now();
@@ -69,8 +69,10 @@ Measure run_placement(strata::Communicator& comm, Case c, std::vector<uint8_t>& 
 // "# core-to-core round trip<when>: 139 ns (cpu 0 <-> cpu 1)", or that it could not be measured.
 std::optional<double> print_round_trip(const char* when) {
   auto rt = core_round_trip();
-  if (rt) std::printf("# core-to-core round trip%s: %.0f ns (%s)\n", when, rt->ns, rt->cpus.c_str());
-  else std::printf("# core-to-core round trip%s: n/a (fewer than two CPUs)\n", when);
+  if (rt)
+    std::printf("# core-to-core round trip%s: %.0f ns (%s)\n", when, rt->ns, rt->cpus.c_str());
+  else
+    std::printf("# core-to-core round trip%s: n/a (fewer than two CPUs)\n", when);
   return rt ? std::optional<double>(rt->ns) : std::nullopt;
 }
 
@@ -86,8 +88,8 @@ void write_json(const std::string& path, const Options& o, int n, const std::vec
     const Row& r = rows[i];
     auto m = [](const Measure& x) {
       if (!x.available) return std::string("null");
-      return "{\"time_us\": " + std::to_string(x.time_us) + ", \"algbw\": " + std::to_string(x.algbw) +
-             ", \"busbw\": " + std::to_string(x.busbw) +
+      return "{\"time_us\": " + std::to_string(x.time_us) +
+             ", \"algbw\": " + std::to_string(x.algbw) + ", \"busbw\": " + std::to_string(x.busbw) +
              ", \"wrong\": " + (x.wrong ? std::to_string(*x.wrong) : "null") + "}";
     };
     f << "  {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
@@ -126,22 +128,26 @@ int main(int argc, char** argv) {
     auto comm = strata::Communicator::from_env();
     const int n = comm.size(), rank = comm.rank();
     if (has_root(o.coll) && o.root >= n) {
-      if (rank == 0) std::fprintf(stderr, "strata-perf: -r %d is not a rank (world size %d)\n", o.root, n);
+      if (rank == 0)
+        std::fprintf(stderr, "strata-perf: -r %d is not a rank (world size %d)\n", o.root, n);
       throw 2;
     }
     char host[256] = "?";
     gethostname(host, sizeof host);
     std::vector<std::string> lines(n);
     if (rank == 0) {
-      std::printf("# strata-perf %s: nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s%g warmup iters: %d iters: %d agg iters: 1 validation: %d graph: 0\n#\n",
-                  coll_name(o.coll), o.min_bytes, o.max_bytes, o.factor > 0 ? "" : "+",
-                  o.factor > 0 ? o.factor : double(o.step_bytes), o.warmup, o.iters, int(o.check));
+      std::printf(
+          "# strata-perf %s: nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s%g warmup iters: "
+          "%d iters: %d agg iters: 1 validation: %d graph: 0\n#\n",
+          coll_name(o.coll), o.min_bytes, o.max_bytes, o.factor > 0 ? "" : "+",
+          o.factor > 0 ? o.factor : double(o.step_bytes), o.warmup, o.iters, int(o.check));
       std::printf("# Using devices\n");
     }
     for (int r = 0; r < n; ++r) {
       comm.barrier().wait();
       if (r == rank) {
-        std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [host] cpu\n", rank, int(getpid()), host);
+        std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [host] cpu\n", rank,
+                    int(getpid()), host);
         std::fflush(stdout);
       }
     }
@@ -150,9 +156,10 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("# memcpy reference: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n",
                   memcpy_gbps(1), memcpy_gbps(2));
-      std::printf("# streaming copy: %.2f GB/s (2 threads, stores around the cache: memory's "
-                  "rate for a copy)\n",
-                  streaming_copy_gbps(2));
+      std::printf(
+          "# streaming copy: %.2f GB/s (2 threads, stores around the cache: memory's "
+          "rate for a copy)\n",
+          streaming_copy_gbps(2));
       round_trip_start = print_round_trip("");
     }
     comm.barrier().wait();
@@ -163,8 +170,10 @@ int main(int argc, char** argv) {
       for (auto op : o.ops) {
         for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
              bytes = o.factor > 0 ? size_t(double(bytes) * o.factor) : bytes + o.step_bytes) {
-          Case c{o.coll, dt, op, has_root(o.coll) ? o.root : -1, bytes / strata::dtype_size(dt), false, rank, n};
-          if (o.coll == Coll::all_gather || o.coll == Coll::reduce_scatter || o.coll == Coll::all_to_all) {
+          Case c{o.coll, dt,   op, has_root(o.coll) ? o.root : -1, bytes / strata::dtype_size(dt),
+                 false,  rank, n};
+          if (o.coll == Coll::all_gather || o.coll == Coll::reduce_scatter ||
+              o.coll == Coll::all_to_all) {
             c.count -= c.count % n;  // whole blocks per rank
           }
           if (c.count == 0) {
@@ -201,8 +210,10 @@ int main(int argc, char** argv) {
       round_trip_end = print_round_trip(" at end");
       if (!o.json.empty()) write_json(o.json, o, n, rows, round_trip_start, round_trip_end);
       if (!o.plot.empty()) {
-        std::string title = std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";
-        if (!write_plot(o.plot, title, rows)) std::fprintf(stderr, "strata-perf: cannot write %s\n", o.plot.c_str());
+        std::string title =
+            std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";
+        if (!write_plot(o.plot, title, rows))
+          std::fprintf(stderr, "strata-perf: cannot write %s\n", o.plot.c_str());
       }
     }
     comm.barrier().wait();

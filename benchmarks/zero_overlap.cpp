@@ -34,12 +34,18 @@ Args parse(int argc, char** argv) {
       std::fprintf(stderr, "strata-zero-bench: %s needs a positive number\n", k.c_str());
       std::exit(2);
     }
-    if (k == "--layers") a.layers = size_t(v);
-    else if (k == "--width") a.width = size_t(v);
-    else if (k == "--batch") a.batch = size_t(v);
-    else if (k == "--steps") a.steps = int(v);
-    else if (k == "--prefetch") a.prefetch = int(v);
-    else if (k == "--bucket-kb") a.bucket_kb = size_t(v);
+    if (k == "--layers")
+      a.layers = size_t(v);
+    else if (k == "--width")
+      a.width = size_t(v);
+    else if (k == "--batch")
+      a.batch = size_t(v);
+    else if (k == "--steps")
+      a.steps = int(v);
+    else if (k == "--prefetch")
+      a.prefetch = int(v);
+    else if (k == "--bucket-kb")
+      a.bucket_kb = size_t(v);
     else {
       std::fprintf(stderr, "strata-zero-bench: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -58,11 +64,13 @@ int main(int argc, char** argv) {
   m.dims.assign(a.layers + 1, a.width);
   const size_t batch = (a.batch + size_t(n) - 1) / size_t(n) * size_t(n);
   if (rank == 0) {
-    std::printf("# strata-zero-bench: %zu layers of %zu x %zu, global batch %zu, %d ranks, %d "
-                "timed steps, prefetch %d, bucket cap %zu KiB\n",
-                a.layers, a.width, a.width, batch, n, a.steps, a.prefetch, a.bucket_kb);
-    std::printf("# stage  comm_ms  exposed_ms  exposed_%%  step_ms  params_MB  grads_MB  optim_MB  "
-                "peak_gathered_MB\n");
+    std::printf(
+        "# strata-zero-bench: %zu layers of %zu x %zu, global batch %zu, %d ranks, %d "
+        "timed steps, prefetch %d, bucket cap %zu KiB\n",
+        a.layers, a.width, a.width, batch, n, a.steps, a.prefetch, a.bucket_kb);
+    std::printf(
+        "# stage  comm_ms  exposed_ms  exposed_%%  step_ms  params_MB  grads_MB  optim_MB  "
+        "peak_gathered_MB\n");
   }
   for (int stage = 0; stage <= 3; ++stage) {
     strata::ZeroOptions o;

@@ -9,9 +9,7 @@
 namespace t = strata::transport;
 
 namespace {
-t::Call call(int root) {
-  return {t::call_bits("broadcast", strata::DataType::f32, -1), root, 4};
-}
+t::Call call(int root) { return {t::call_bits("broadcast", strata::DataType::f32, -1), root, 4}; }
 }  // namespace
 
 TEST(CallHistory, AnswersWithTheCallAtTheAskedSequenceNumber) {

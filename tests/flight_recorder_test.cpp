@@ -1,5 +1,7 @@
 // The flight recorder on its own: the ring keeps the newest records, states and errors show, and
 // SIGUSR1 writes every live recorder to STRATA_DUMP_DIR.
+#include "runtime/flight_recorder.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -10,8 +12,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include "runtime/flight_recorder.hpp"
 
 namespace {
 
@@ -47,7 +47,8 @@ TEST(FlightRecorderUnit, KeepsTheNewestAndShowsStatesAndErrors) {
   r.ended(b, "strata: send failed on rank 3\nsecond line");
   r.started(c);
   const std::string t = r.dump("test");
-  EXPECT_NE(t.find("rank 3 of group world/tp (test), last 2 of 3 operations"), std::string::npos) << t;
+  EXPECT_NE(t.find("rank 3 of group world/tp (test), last 2 of 3 operations"), std::string::npos)
+      << t;
   EXPECT_EQ(t.find("all_reduce"), std::string::npos) << t;
   const size_t send = t.find("send"), gather = t.find("all_gather");
   ASSERT_NE(send, std::string::npos);
@@ -55,12 +56,14 @@ TEST(FlightRecorderUnit, KeepsTheNewestAndShowsStatesAndErrors) {
   EXPECT_LT(send, gather) << "oldest first";
   const Fields f = row(t, "send");
   ASSERT_GE(f.size(), 7u) << t;
-  EXPECT_EQ(Fields(f.begin(), f.begin() + 7), (Fields{"0", "p2p", "send", "bf16", "16", "5", "FAILED"}));
+  EXPECT_EQ(Fields(f.begin(), f.begin() + 7),
+            (Fields{"0", "p2p", "send", "bf16", "16", "5", "FAILED"}));
   EXPECT_NE(t.find("strata: send failed on rank 3"), std::string::npos);
   EXPECT_EQ(t.find("second line"), std::string::npos) << "first line of the error only";
   const Fields g = row(t, "all_gather");
   ASSERT_GE(g.size(), 7u) << t;
-  EXPECT_EQ(Fields(g.begin(), g.begin() + 7), (Fields{"1", "coll", "all_gather", "f64", "2", "-1", "running"}));
+  EXPECT_EQ(Fields(g.begin(), g.begin() + 7),
+            (Fields{"1", "coll", "all_gather", "f64", "2", "-1", "running"}));
 }
 
 // The immediate path's records: one begun in the issuing call and finished by the engine
@@ -73,10 +76,12 @@ TEST(FlightRecorderUnit, RecordsStartedOrCompletedInTheIssuingCall) {
   std::string t = r.dump("test");
   Fields f = row(t, "all_reduce");
   ASSERT_GE(f.size(), 7u) << t;
-  EXPECT_EQ(Fields(f.begin(), f.begin() + 7), (Fields{"7", "coll", "all_reduce", "f32", "2", "-1", "running"}));
+  EXPECT_EQ(Fields(f.begin(), f.begin() + 7),
+            (Fields{"7", "coll", "all_reduce", "f32", "2", "-1", "running"}));
   f = row(t, "broadcast");
   ASSERT_GE(f.size(), 7u) << t;
-  EXPECT_EQ(Fields(f.begin(), f.begin() + 7), (Fields{"8", "coll", "broadcast", "u8", "64", "-1", "done"}));
+  EXPECT_EQ(Fields(f.begin(), f.begin() + 7),
+            (Fields{"8", "coll", "broadcast", "u8", "64", "-1", "done"}));
   r.ended(a, "", t0);
   f = row(r.dump("test"), "all_reduce");
   ASSERT_GE(f.size(), 7u);

@@ -1,10 +1,11 @@
 // How a process finds its place in the job: Slurm's hostlists and tasks-per-node lists, and the
 // precedence of mpirun, torchrun and srun variables.
+#include "bootstrap/job_env.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "bootstrap/job_env.hpp"
 #include "strata/error.hpp"
 
 using strata::bootstrap::first_slurm_host;
@@ -40,11 +41,11 @@ struct Env {
   }
   ~Env() { clear(); }
   static void clear() {
-    for (const char* k : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "RANK", "WORLD_SIZE",
-                          "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS",
-                          "SLURM_LOCALID", "SLURM_NODEID", "SLURM_STEP_NODELIST",
-                          "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                          "STRATA_JOB_TOKEN", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
+    for (const char* k :
+         {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR",
+          "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
+          "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
+          "STRATA_JOB_TOKEN", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
       unsetenv(k);
     }
   }
@@ -52,9 +53,13 @@ struct Env {
 }  // namespace
 
 TEST(JobEnv, SrunGivesRankSizeNodeAndAPortPerStep) {
-  Env env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"},
-           {"SLURM_NODEID", "2"}, {"SLURM_STEP_NODELIST", "cn[010-012]"},
-           {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}, {"SLURM_JOB_ID", "4242"},
+  Env env({{"SLURM_PROCID", "5"},
+           {"SLURM_NTASKS", "6"},
+           {"SLURM_LOCALID", "1"},
+           {"SLURM_NODEID", "2"},
+           {"SLURM_STEP_NODELIST", "cn[010-012]"},
+           {"SLURM_STEP_TASKS_PER_NODE", "2(x3)"},
+           {"SLURM_JOB_ID", "4242"},
            {"SLURM_STEP_ID", "0"}});
   JobEnv e = read_job_env();
   EXPECT_EQ(e.source, JobEnv::Source::slurm);
@@ -73,8 +78,12 @@ TEST(JobEnv, SrunGivesRankSizeNodeAndAPortPerStep) {
 }
 
 TEST(JobEnv, TorchrunAndMpirunInsideAnAllocationWin) {
-  Env env({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_NODELIST", "n1"},
-           {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}});
+  Env env({{"SLURM_PROCID", "0"},
+           {"SLURM_NTASKS", "1"},
+           {"SLURM_STEP_NODELIST", "n1"},
+           {"RANK", "1"},
+           {"WORLD_SIZE", "2"},
+           {"MASTER_PORT", "1234"}});
   EXPECT_EQ(read_job_env().source, JobEnv::Source::torchrun);
   EXPECT_EQ(read_job_env().rank, 1);
   setenv("OMPI_COMM_WORLD_SIZE", "3", 1);

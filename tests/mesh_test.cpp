@@ -1,12 +1,13 @@
 // Mesh without communicators: Megatron's rank order against its documented example and an
 // independent stride formula, shape errors, checks against a job topology, proposed layouts.
+#include "strata/mesh.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "strata/error.hpp"
-#include "strata/mesh.hpp"
 
 using namespace strata;
 
@@ -85,10 +86,13 @@ TEST(Mesh, MegatronDocumentedExample) {
 }
 
 TEST(Mesh, EveryDimensionIsAStrideInMegatronOrder) {
-  const std::vector<MeshShape> shapes = {
-      {.tp = 2, .dp = 2, .pp = 2}, {.tp = 4, .dp = 2, .pp = 1}, {.tp = 1, .dp = 2, .pp = 4},
-      {.tp = 2, .cp = 2, .ep = 2, .dp = 1}, {.tp = 1, .cp = 2, .dp = 2, .pp = 2},
-      {.tp = 2, .ep = 2, .dp = 2, .pp = 1}, {.tp = 3, .cp = 1, .ep = 1, .dp = 2, .pp = 1}};
+  const std::vector<MeshShape> shapes = {{.tp = 2, .dp = 2, .pp = 2},
+                                         {.tp = 4, .dp = 2, .pp = 1},
+                                         {.tp = 1, .dp = 2, .pp = 4},
+                                         {.tp = 2, .cp = 2, .ep = 2, .dp = 1},
+                                         {.tp = 1, .cp = 2, .dp = 2, .pp = 2},
+                                         {.tp = 2, .ep = 2, .dp = 2, .pp = 1},
+                                         {.tp = 3, .cp = 1, .ep = 1, .dp = 2, .pp = 1}};
   for (const MeshShape& s : shapes) {
     const int world = s.tp * s.cp * s.ep * s.dp * s.pp;
     for (int r = 0; r < world; ++r) {
@@ -96,7 +100,8 @@ TEST(Mesh, EveryDimensionIsAStrideInMegatronOrder) {
         const std::vector<int> want = strided(s, r, d);
         EXPECT_EQ(s.group(r, {d}), want) << s.to_string() << " rank " << r;
         // The coordinate is the rank's position in its group.
-        EXPECT_EQ(s.coords(r)[size_t(d)], int(std::find(want.begin(), want.end(), r) - want.begin()));
+        EXPECT_EQ(s.coords(r)[size_t(d)],
+                  int(std::find(want.begin(), want.end(), r) - want.begin()));
       }
     }
   }
@@ -128,9 +133,9 @@ TEST(Mesh, TpMustStayInsideANode) {
   expect_error([&] { validate_mesh(MeshShape{.tp = 8}.resolved(8), two_by_four); },
                {"tp=8 is larger than a node", "2 nodes has 4 ranks"});
   const JobTopology three_three = cpu_job({3, 3});
-  expect_error([&] { validate_mesh(MeshShape{.tp = 2}.resolved(6), three_three); },
-               {"TP group of world ranks 2,3", "node0 (ranks 2)", "node1 (ranks 3)",
-                "allow_cross_node_tp"});
+  expect_error(
+      [&] { validate_mesh(MeshShape{.tp = 2}.resolved(6), three_three); },
+      {"TP group of world ranks 2,3", "node0 (ranks 2)", "node1 (ranks 3)", "allow_cross_node_tp"});
   validate_mesh(MeshShape{.tp = 2}.resolved(6), three_three, {.allow_cross_node_tp = true});
   validate_mesh(MeshShape{.tp = 3}.resolved(6), three_three);
   const JobTopology uneven = cpu_job({4, 2});
@@ -147,7 +152,8 @@ TEST(Mesh, ProposalKeepsTpInTheSmallestNode) {
 
 // On the POWER8 file GPUs 0-1 and 2-3 are NVLink pairs: TP is the pair, not the whole node.
 TEST(Mesh, ProposalFollowsTheNvlinkIsland) {
-  NodeTopology node = load_node(std::string(STRATA_TOPO_DATA) + "/hwloc/ibm-power8-4xP100-nvlink.xml");
+  NodeTopology node =
+      load_node(std::string(STRATA_TOPO_DATA) + "/hwloc/ibm-power8-4xP100-nvlink.xml");
   node.id = "p8";
   std::vector<RankPlacement> ranks;
   for (int r = 0; r < 4; ++r) {

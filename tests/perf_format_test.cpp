@@ -26,7 +26,8 @@ TEST(PerfOptions, SizesWithSuffixes) {
 TEST(PerfOptions, ParsesFlagsAndRejectsBadOnesByName) {
   std::string err;
   auto o = parse_args({"reduce_scatter", "-b", "1K", "-e", "4M", "-f", "4", "-n", "7", "-w", "2",
-                       "-c", "0", "-d", "all", "-o", "max", "-z", "1"}, err);
+                       "-c", "0", "-d", "all", "-o", "max", "-z", "1"},
+                      err);
   ASSERT_TRUE(o) << err;
   EXPECT_EQ(o->coll, Coll::reduce_scatter);
   EXPECT_EQ(o->min_bytes, 1024u);
@@ -77,7 +78,9 @@ TEST(PerfTable, MatchesTheNcclTestsLayout) {
             "    33554432       8388608     float     sum      -1    10486    3.20    4.80      0"
             "      N/A     N/A     N/A    N/A    3.00\n");
   EXPECT_EQ(header(false).substr(0, 2), "#\n");
-  EXPECT_NE(header(false).find("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"), std::string::npos);
+  EXPECT_NE(header(false).find("#       size         count      type   redop    root     time   "
+                               "algbw   busbw #wrong     time   algbw   busbw #wrong\n"),
+            std::string::npos);
   EXPECT_NE(header(true).find("#wrong  vs_mpi\n"), std::string::npos);
 }
 
@@ -85,11 +88,12 @@ TEST(PerfTable, FooterCountsWrongValuesAndAveragesBusBandwidth) {
   Row a, b;
   a.out_of_place = measure(Coll::broadcast, 2, 1000000, 1000);  // 1 GB/s
   a.out_of_place.wrong = 0;
-  a.in_place = measure(Coll::broadcast, 2, 1000000, 500);       // 2 GB/s
+  a.in_place = measure(Coll::broadcast, 2, 1000000, 500);  // 2 GB/s
   a.in_place.wrong = 0;
-  b.out_of_place = measure(Coll::broadcast, 2, 1000000, 250);   // 4 GB/s
+  b.out_of_place = measure(Coll::broadcast, 2, 1000000, 250);  // 4 GB/s
   b.out_of_place.wrong = 2;
   b.in_place = Measure{false};
   EXPECT_EQ(footer({a}), "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.5 \n#\n");
-  EXPECT_EQ(footer({a, b}), "# Out of bounds values : 2 FAILED\n# Avg bus bandwidth    : 2.33333 \n#\n");
+  EXPECT_EQ(footer({a, b}),
+            "# Out of bounds values : 2 FAILED\n# Avg bus bandwidth    : 2.33333 \n#\n");
 }

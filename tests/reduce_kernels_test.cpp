@@ -1,12 +1,12 @@
 // Reduction kernels element by element against plain scalar loops.
+#include "kernels/reduce_kernels.hpp"
+
 #include <gtest/gtest.h>
 
 #include <complex>
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "kernels/reduce_kernels.hpp"
 
 using namespace strata;
 
@@ -26,13 +26,28 @@ void check_integral(ReduceOp op) {
     T want;
     switch (op) {
       // Wraparound, computed in uint64 where it is defined; the low bits are the same.
-      case ReduceOp::sum: case ReduceOp::avg: want = T(uint64_t(a[i]) + uint64_t(b[i])); break;
-      case ReduceOp::prod: want = T(uint64_t(a[i]) * uint64_t(b[i])); break;
-      case ReduceOp::min: want = a[i] < b[i] ? a[i] : b[i]; break;
-      case ReduceOp::band: want = T(a[i] & b[i]); break;
-      case ReduceOp::bor: want = T(a[i] | b[i]); break;
-      case ReduceOp::bxor: want = T(a[i] ^ b[i]); break;
-      default: want = a[i] < b[i] ? b[i] : a[i]; break;
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        want = T(uint64_t(a[i]) + uint64_t(b[i]));
+        break;
+      case ReduceOp::prod:
+        want = T(uint64_t(a[i]) * uint64_t(b[i]));
+        break;
+      case ReduceOp::min:
+        want = a[i] < b[i] ? a[i] : b[i];
+        break;
+      case ReduceOp::band:
+        want = T(a[i] & b[i]);
+        break;
+      case ReduceOp::bor:
+        want = T(a[i] | b[i]);
+        break;
+      case ReduceOp::bxor:
+        want = T(a[i] ^ b[i]);
+        break;
+      default:
+        want = a[i] < b[i] ? b[i] : a[i];
+        break;
     }
     ASSERT_EQ(out[i], want) << "element " << i << " op " << op_name(op);
   }
@@ -50,7 +65,7 @@ void check_floating(ReduceOp op) {
   }
   kernels::reduce(out.data(), a.data(), b.data(), n, dtype_of<T>(), op);
   for (size_t i = 0; i < n; ++i) {
-    T want = op == ReduceOp::prod ? a[i] * b[i]
+    T want = op == ReduceOp::prod  ? a[i] * b[i]
              : op == ReduceOp::min ? std::min(a[i], b[i])
              : op == ReduceOp::max ? std::max(a[i], b[i])
                                    : a[i] + b[i];

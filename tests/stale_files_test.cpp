@@ -1,14 +1,13 @@
 // ucx::reclaim_stale_files removes UCX posix files nobody holds, and only those.
+#include "transport/ucx/stale_files.hpp"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
-
-#include "transport/ucx/stale_files.hpp"
 
 namespace {
 namespace fs = std::filesystem;

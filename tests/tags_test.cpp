@@ -2,11 +2,11 @@
 // the step ranges the algorithms share are disjoint, and a step past its range is refused.
 #include "transport/tags.hpp"
 
-#include "transport/call_bits.hpp"
-
 #include <gtest/gtest.h>
 
 #include <set>
+
+#include "transport/call_bits.hpp"
 
 namespace tags = strata::transport::tags;
 

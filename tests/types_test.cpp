@@ -1,10 +1,10 @@
 // 16-bit float conversions against values worked out by hand from the IEEE / bfloat16 formats.
+#include "strata/types.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-
-#include "strata/types.hpp"
 
 using namespace strata;
 
@@ -24,8 +24,8 @@ TEST(Types, SizesAndNames) {
 TEST(Types, F16KnownBitPatterns) {
   EXPECT_EQ(to_f16(1.0f).bits, 0x3c00);
   EXPECT_EQ(to_f16(-2.0f).bits, 0xc000);
-  EXPECT_EQ(to_f16(65504.0f).bits, 0x7bff);     // largest finite
-  EXPECT_EQ(to_f16(1e6f).bits, 0x7c00);         // overflow -> inf
+  EXPECT_EQ(to_f16(65504.0f).bits, 0x7bff);       // largest finite
+  EXPECT_EQ(to_f16(1e6f).bits, 0x7c00);           // overflow -> inf
   EXPECT_EQ(to_f16(5.9604645e-8f).bits, 0x0001);  // smallest subnormal
   EXPECT_FLOAT_EQ(to_float(f16_t{0x3555}), 0.33325195f);
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even -> 1.

@@ -8,8 +8,8 @@
 #include <vector>
 
 using namespace strata;
-using shm::WriteModeChoice;
 using shm::WriteMode;
+using shm::WriteModeChoice;
 
 namespace {
 
@@ -65,7 +65,7 @@ TEST(WriteModeChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
   auto cost = [&](WriteMode s) { return s == S ? 2e-10 : (near ? 1e-10 : 4e-10); };
   run(c, 5, cost);  // operations 0..4: streaming preferred from 3 on
   EXPECT_EQ(c.preferred(), S);
-  near = true;  // ordinary is now faster, but only a retry can see it
+  near = true;                          // ordinary is now faster, but only a retry can see it
   const auto modes = run(c, 13, cost);  // operations 5..17
   // Operation 16 retries ordinary; its figure replaces the stale one and ordinary wins at once.
   EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));

@@ -77,13 +77,22 @@ int main(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--") { ++i; break; }
-    if ((a == "-n" || a == "-np") && i + 1 < argc) n = std::atoi(argv[++i]);
-    else if (a == "--port" && i + 1 < argc) port = std::atoi(argv[++i]);
-    else if (a == "--addr" && i + 1 < argc) addr = argv[++i];
-    else if (a == "--timeout" && i + 1 < argc) timeout = std::atof(argv[++i]);
-    else if (a[0] == '-') usage();
-    else break;
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if ((a == "-n" || a == "-np") && i + 1 < argc)
+      n = std::atoi(argv[++i]);
+    else if (a == "--port" && i + 1 < argc)
+      port = std::atoi(argv[++i]);
+    else if (a == "--addr" && i + 1 < argc)
+      addr = argv[++i];
+    else if (a == "--timeout" && i + 1 < argc)
+      timeout = std::atof(argv[++i]);
+    else if (a[0] == '-')
+      usage();
+    else
+      break;
   }
   if (n < 1 || i >= argc) usage();
   if (port == 0) port = free_port();
@@ -126,7 +135,8 @@ int main(int argc, char** argv) {
       --alive;
       int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       if (code != 0 && !stopping) {
-        std::fprintf(stderr, "strata-run: rank %d (pid %d) exited with status %d; stopping the rest\n",
+        std::fprintf(stderr,
+                     "strata-run: rank %d (pid %d) exited with status %d; stopping the rest\n",
                      rank, int(pid), code);
         status_out = code;
         stopping = true;

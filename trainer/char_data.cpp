@@ -58,7 +58,8 @@ CharCorpus::CharCorpus(const std::string& path, double val_fraction) : path_(pat
   const size_t n_val = size_t(double(n) * val_fraction);
   train_.reserve(n - n_val);
   val_.reserve(n_val);
-  for (size_t i = 0; i < n; ++i) (i < n - n_val ? train_ : val_).push_back(id_[(unsigned char)text[i]]);
+  for (size_t i = 0; i < n; ++i)
+    (i < n - n_val ? train_ : val_).push_back(id_[(unsigned char)text[i]]);
 }
 
 std::vector<int> CharCorpus::encode(std::string_view text) const {
@@ -67,9 +68,8 @@ std::vector<int> CharCorpus::encode(std::string_view text) const {
   for (size_t i = 0; i < text.size(); ++i) {
     const unsigned char b = (unsigned char)text[i];
     if (id_[b] < 0)
-      throw std::runtime_error("gpt::CharCorpus::encode: byte " + describe_byte(b) +
-                               " at offset " + std::to_string(i) + " is not in the vocabulary of '" +
-                               path_ + "'");
+      throw std::runtime_error("gpt::CharCorpus::encode: byte " + describe_byte(b) + " at offset " +
+                               std::to_string(i) + " is not in the vocabulary of '" + path_ + "'");
     out.push_back(id_[b]);
   }
   return out;

@@ -32,8 +32,8 @@ class CharCorpus {
 
  private:
   std::string path_;
-  std::string chars_;          // token id -> byte
-  std::vector<int> id_;        // byte -> token id, -1 if absent
+  std::string chars_;    // token id -> byte
+  std::vector<int> id_;  // byte -> token id, -1 if absent
   std::vector<int> train_, val_;
 };
 

@@ -69,8 +69,10 @@ int non_negative(const std::string& flag, const std::string& v) {
 RunOptions parse_command_line(int argc, char** argv, bool& help) {
   RunOptions r;
   help = false;
-  if (const char* d = std::getenv("STRATA_GPT_DATA")) r.data = d;
-  else r.data = STRATA_GPT_DATA;
+  if (const char* d = std::getenv("STRATA_GPT_DATA"))
+    r.data = d;
+  else
+    r.data = STRATA_GPT_DATA;
   for (int k = 0; k < argc; ++k) {
     if (k) r.command_line += ' ';
     r.command_line += argv[k];
@@ -148,8 +150,8 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     it->second(f, argv[++i]);
   }
   if (c.embd % c.heads != 0)
-    throw std::invalid_argument("--embd " + std::to_string(c.embd) + " does not divide by --heads " +
-                                std::to_string(c.heads));
+    throw std::invalid_argument("--embd " + std::to_string(c.embd) +
+                                " does not divide by --heads " + std::to_string(c.heads));
   if (!(t.lr > 0) || !(t.min_lr >= 0) || !(t.weight_decay >= 0) || !(t.max_grad_norm >= 0))
     throw std::invalid_argument("--lr must be > 0 and --min-lr, --wd, --clip >= 0");
   return r;

@@ -10,7 +10,7 @@ namespace gpt {
 struct RunOptions {
   std::string mode = "train";  ///< "train" or "validate"
   TrainOptions train;
-  std::string data;            ///< corpus path (default: the bundled tiny shakespeare)
+  std::string data;  ///< corpus path (default: the bundled tiny shakespeare)
   int eval_every = 50, eval_batches = 4;
   int sample_chars = 200;      ///< text printed after training (0: none)
   std::string json, plot;      ///< metrics file and loss-curve SVG (empty: none)

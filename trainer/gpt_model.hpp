@@ -25,11 +25,11 @@
 namespace gpt {
 
 struct Config {
-  int vocab = 65;   ///< V: characters of the corpus
-  int ctx = 64;     ///< T: sequence length
-  int layers = 2;   ///< L
-  int heads = 2;    ///< C must divide by heads
-  int embd = 32;    ///< C
+  int vocab = 65;  ///< V: characters of the corpus
+  int ctx = 64;    ///< T: sequence length
+  int layers = 2;  ///< L
+  int heads = 2;   ///< C must divide by heads
+  int embd = 32;   ///< C
   /// "tiny" (tests: trains in seconds) or "small" (the main job: a few million parameters).
   /// Throws std::invalid_argument naming the unknown configuration.
   static Config named(const std::string& name);

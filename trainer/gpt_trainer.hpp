@@ -19,21 +19,21 @@ namespace gpt {
 
 struct TrainOptions {
   Config model;
-  uint64_t seed = 1337;       ///< initialisation and data order
-  int stage = 0;              ///< ZeRO stage: 0 (DDP) .. 3
-  int global_batch = 32;      ///< sequences per step, over all ranks; divides by dp * micro
-  int micro_batches = 1;      ///< per data-parallel rank and step: the pipeline's m, and
-                              ///< gradient accumulation without a pipeline
-  int tp = 1, pp = 1;         ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * pp)
-  bool sp = false;            ///< sequence parallelism (with tp)
+  uint64_t seed = 1337;   ///< initialisation and data order
+  int stage = 0;          ///< ZeRO stage: 0 (DDP) .. 3
+  int global_batch = 32;  ///< sequences per step, over all ranks; divides by dp * micro
+  int micro_batches = 1;  ///< per data-parallel rank and step: the pipeline's m, and
+                          ///< gradient accumulation without a pipeline
+  int tp = 1, pp = 1;     ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * pp)
+  bool sp = false;        ///< sequence parallelism (with tp)
   pp::Schedule schedule = pp::Schedule::one_f_one_b;
-  int virtual_stages = 1;     ///< model chunks per pipeline rank (interleaved)
+  int virtual_stages = 1;            ///< model chunks per pipeline rank (interleaved)
   bool allow_cross_node_tp = false;  ///< a tp group spanning nodes is an error unless set
   int steps = 200;
   float lr = 3e-3f, min_lr = 3e-4f, weight_decay = 0.1f, max_grad_norm = 1.0f;
-  int warmup = 20;            ///< linear warm-up steps, then cosine decay to min_lr at `steps`
-  bool recompute = false;     ///< activation checkpointing
-  int prefetch = 1;           ///< stage 3 prefetch depth
+  int warmup = 20;                 ///< linear warm-up steps, then cosine decay to min_lr at `steps`
+  bool recompute = false;          ///< activation checkpointing
+  int prefetch = 1;                ///< stage 3 prefetch depth
   size_t bucket_bytes = 1u << 20;  ///< gradient bucket cap (the model is small)
 };
 
@@ -73,7 +73,6 @@ struct StepReport {
   };
   std::vector<Stage> stages;
 };
-
 
 class Trainer {
  public:

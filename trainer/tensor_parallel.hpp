@@ -47,7 +47,8 @@ std::vector<float> tp_slice(const Config& c, size_t t, std::span<const float> fu
 void tp_place(const Config& c, size_t t, std::span<const float> slice, int tp, int r,
               std::span<float> full);
 /// The inverse of tp_slice: the full tensor t from every rank's slice (slices[r] is rank r's).
-std::vector<float> tp_unslice(const Config& c, size_t t, const std::vector<std::vector<float>>& slices);
+std::vector<float> tp_unslice(const Config& c, size_t t,
+                              const std::vector<std::vector<float>>& slices);
 
 /// The tp group a Model computes in. Copies share the communicator; not thread-safe.
 class TensorParallel {
@@ -91,7 +92,7 @@ class TensorParallel {
  private:
   strata::Communicator group_;
   bool sp_;
-  std::vector<float> staging_;   // sequence parallelism: the chunk-major copy of all rows
+  std::vector<float> staging_;  // sequence parallelism: the chunk-major copy of all rows
   std::vector<float> row_max_;
   std::vector<double> row_sums_;
   double bus_bytes_ = 0;

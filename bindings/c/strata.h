@@ -48,20 +48,25 @@ typedef enum {
 
 /* Element types, numbered as ncclDataType_t; Strata's additions start at 32. */
 typedef enum {
-  strataInt8 = 0, strataChar = 0,
+  strataInt8 = 0,
+  strataChar = 0,
   strataUint8 = 1,
-  strataInt32 = 2, strataInt = 2,
+  strataInt32 = 2,
+  strataInt = 2,
   strataUint32 = 3,
   strataInt64 = 4,
   strataUint64 = 5,
-  strataFloat16 = 6, strataHalf = 6,
-  strataFloat32 = 7, strataFloat = 7,
-  strataFloat64 = 8, strataDouble = 8,
+  strataFloat16 = 6,
+  strataHalf = 6,
+  strataFloat32 = 7,
+  strataFloat = 7,
+  strataFloat64 = 8,
+  strataDouble = 8,
   strataBfloat16 = 9,
   strataInt16 = 32,
-  strataBool = 33,       /* one byte, 0 or 1 */
-  strataComplex64 = 34,  /* float real, float imaginary */
-  strataComplex128 = 35  /* double real, double imaginary */
+  strataBool = 33,      /* one byte, 0 or 1 */
+  strataComplex64 = 34, /* float real, float imaginary */
+  strataComplex128 = 35 /* double real, double imaginary */
 } strataDataType_t;
 
 /* Reduction operators, numbered as ncclRedOp_t; the bitwise ones (integers and strataBool only)
@@ -138,9 +143,10 @@ strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t 
 strataResult_t strataAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                               strataDataType_t datatype, strataComm_t comm, strataWork_t* work);
 /* Per-peer counts and displacements (arrays of nranks, in elements). */
-strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
-                               void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
-                               strataDataType_t datatype, strataComm_t comm, strataWork_t* work);
+strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts,
+                               const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                               const size_t* rdispls, strataDataType_t datatype, strataComm_t comm,
+                               strataWork_t* work);
 /* root's recvbuff holds nranks * sendcount elements in rank order. */
 strataResult_t strataGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                             strataDataType_t datatype, int root, strataComm_t comm,
@@ -167,7 +173,8 @@ strataResult_t strataGroupEnd(void);
 
 /* ---- completion ---- */
 
-/* Waits until done (at most the communicator's deadline); the operation's own error if it failed. */
+/* Waits until done (at most the communicator's deadline); the operation's own error if it failed.
+ */
 strataResult_t strataWorkWait(strataWork_t work);
 /* *done = 1 when complete, 0 otherwise; never blocks for long. */
 strataResult_t strataWorkTest(strataWork_t work, int* done);

@@ -1,7 +1,5 @@
 // The C ABI (strata.h) over the C++ Communicator: enum conversion, error capture, work handles
 // and NCCL-style groups. No exception leaves this file.
-#include "strata.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -11,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/job_store.hpp"
 #include "base/config.hpp"
+#include "bootstrap/job_store.hpp"
+#include "strata.h"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 
@@ -22,7 +21,7 @@ struct strataComm {
 
 struct strataWork {
   strata::Work work;
-  bool issued = true;                   // false while its group is open
+  bool issued = true;                     // false while its group is open
   strataResult_t failed = strataSuccess;  // set when strataGroupEnd could not issue it
   std::string error;
 };
@@ -49,12 +48,18 @@ strataResult_t fail(strataResult_t code, std::string what) {
 
 strataResult_t result_of(ErrorCode c) {
   switch (c) {
-    case ErrorCode::invalid_argument: return strataInvalidArgument;
-    case ErrorCode::timeout: return strataTimeout;
-    case ErrorCode::peer_failure: return strataRemoteError;
-    case ErrorCode::transport: return strataSystemError;
-    case ErrorCode::aborted: return strataAborted;
-    case ErrorCode::internal: return strataInternalError;
+    case ErrorCode::invalid_argument:
+      return strataInvalidArgument;
+    case ErrorCode::timeout:
+      return strataTimeout;
+    case ErrorCode::peer_failure:
+      return strataRemoteError;
+    case ErrorCode::transport:
+      return strataSystemError;
+    case ErrorCode::aborted:
+      return strataAborted;
+    case ErrorCode::internal:
+      return strataInternalError;
   }
   return strataInternalError;
 }
@@ -89,34 +94,56 @@ strata::Communicator& comm_of(strataComm_t c) {
 
 DataType dtype_of(strataDataType_t t) {
   switch (t) {
-    case strataInt8: return DataType::i8;
-    case strataUint8: return DataType::u8;
-    case strataInt32: return DataType::i32;
-    case strataUint32: return DataType::u32;
-    case strataInt64: return DataType::i64;
-    case strataUint64: return DataType::u64;
-    case strataFloat16: return DataType::f16;
-    case strataFloat32: return DataType::f32;
-    case strataFloat64: return DataType::f64;
-    case strataBfloat16: return DataType::bf16;
-    case strataInt16: return DataType::i16;
-    case strataBool: return DataType::boolean;
-    case strataComplex64: return DataType::c64;
-    case strataComplex128: return DataType::c128;
+    case strataInt8:
+      return DataType::i8;
+    case strataUint8:
+      return DataType::u8;
+    case strataInt32:
+      return DataType::i32;
+    case strataUint32:
+      return DataType::u32;
+    case strataInt64:
+      return DataType::i64;
+    case strataUint64:
+      return DataType::u64;
+    case strataFloat16:
+      return DataType::f16;
+    case strataFloat32:
+      return DataType::f32;
+    case strataFloat64:
+      return DataType::f64;
+    case strataBfloat16:
+      return DataType::bf16;
+    case strataInt16:
+      return DataType::i16;
+    case strataBool:
+      return DataType::boolean;
+    case strataComplex64:
+      return DataType::c64;
+    case strataComplex128:
+      return DataType::c128;
   }
   throw CallError{strataInvalidArgument, "unknown datatype " + std::to_string(int(t))};
 }
 
 ReduceOp op_of(strataRedOp_t op) {
   switch (op) {
-    case strataSum: return ReduceOp::sum;
-    case strataProd: return ReduceOp::prod;
-    case strataMax: return ReduceOp::max;
-    case strataMin: return ReduceOp::min;
-    case strataAvg: return ReduceOp::avg;
-    case strataBand: return ReduceOp::band;
-    case strataBor: return ReduceOp::bor;
-    case strataBxor: return ReduceOp::bxor;
+    case strataSum:
+      return ReduceOp::sum;
+    case strataProd:
+      return ReduceOp::prod;
+    case strataMax:
+      return ReduceOp::max;
+    case strataMin:
+      return ReduceOp::min;
+    case strataAvg:
+      return ReduceOp::avg;
+    case strataBand:
+      return ReduceOp::band;
+    case strataBor:
+      return ReduceOp::bor;
+    case strataBxor:
+      return ReduceOp::bxor;
   }
   throw CallError{strataInvalidArgument, "unknown reduction op " + std::to_string(int(op))};
 }
@@ -169,16 +196,26 @@ extern "C" {
 
 const char* strataGetErrorString(strataResult_t r) {
   switch (r) {
-    case strataSuccess: return "no error";
-    case strataSystemError: return "system error (transport, sockets or shared memory)";
-    case strataInternalError: return "internal error (a bug in Strata)";
-    case strataInvalidArgument: return "invalid argument";
-    case strataInvalidUsage: return "invalid usage";
-    case strataRemoteError: return "remote process exited or there was a network error";
-    case strataInProgress: return "operation in progress";
-    case strataTimeout: return "timed out";
-    case strataAborted: return "aborted";
-    case strataNumResults: break;
+    case strataSuccess:
+      return "no error";
+    case strataSystemError:
+      return "system error (transport, sockets or shared memory)";
+    case strataInternalError:
+      return "internal error (a bug in Strata)";
+    case strataInvalidArgument:
+      return "invalid argument";
+    case strataInvalidUsage:
+      return "invalid usage";
+    case strataRemoteError:
+      return "remote process exited or there was a network error";
+    case strataInProgress:
+      return "operation in progress";
+    case strataTimeout:
+      return "timed out";
+    case strataAborted:
+      return "aborted";
+    case strataNumResults:
+      break;
   }
   return "unknown result code";
 }
@@ -350,8 +387,8 @@ strataResult_t strataAlltoAll(const void* sendbuff, void* recvbuff, size_t count
 
 strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts,
                                const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
-                               const size_t* rdispls, strataDataType_t datatype,
-                               strataComm_t comm, strataWork_t* work) {
+                               const size_t* rdispls, strataDataType_t datatype, strataComm_t comm,
+                               strataWork_t* work) {
   return submit("strataAlltoAllv", work, [&] {
     auto& c = comm_of(comm);
     require(sendcounts && sdispls && recvcounts && rdispls, strataInvalidArgument,
@@ -419,7 +456,8 @@ strataResult_t strataGroupStart(void) {
 }
 
 strataResult_t strataGroupEnd(void) {
-  if (group_depth == 0) return fail(strataInvalidUsage, "strata: strataGroupEnd without strataGroupStart");
+  if (group_depth == 0)
+    return fail(strataInvalidUsage, "strata: strataGroupEnd without strataGroupStart");
   if (--group_depth > 0) return strataSuccess;
   std::vector<Pending> calls = std::move(group_calls);
   group_calls.clear();

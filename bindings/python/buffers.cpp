@@ -50,13 +50,27 @@ std::string supported_dtypes() {
 std::string dlpack_dtype_name(nb::dlpack::dtype t) {
   std::string base;
   switch (dtype_code(t.code)) {
-    case dtype_code::Int: base = "int"; break;
-    case dtype_code::UInt: base = "uint"; break;
-    case dtype_code::Float: base = "float"; break;
-    case dtype_code::Bfloat: base = "bfloat"; break;
-    case dtype_code::Complex: base = "complex"; break;
-    case dtype_code::Bool: base = "bool"; break;
-    default: base = "dlpack_code" + std::to_string(t.code) + "_"; break;
+    case dtype_code::Int:
+      base = "int";
+      break;
+    case dtype_code::UInt:
+      base = "uint";
+      break;
+    case dtype_code::Float:
+      base = "float";
+      break;
+    case dtype_code::Bfloat:
+      base = "bfloat";
+      break;
+    case dtype_code::Complex:
+      base = "complex";
+      break;
+    case dtype_code::Bool:
+      base = "bool";
+      break;
+    default:
+      base = "dlpack_code" + std::to_string(t.code) + "_";
+      break;
   }
   std::string s = base + std::to_string(t.bits);
   if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
@@ -101,11 +115,11 @@ Buffer Buffers::input(nb::handle obj, const char* what) {
   Held a;
   // convert=false: nanobind must hand over the object's own memory, never a converted copy.
   if (!nb::try_cast(obj, a, /*convert=*/false)) {
-    throw nb::type_error(
-        ("strata." + std::string(op_) + ": " + what + " must be an array exposing DLPack or the "
-         "buffer protocol with a supported dtype (" + supported_dtypes() + "); got " +
-         describe_unimportable(obj))
-            .c_str());
+    throw nb::type_error(("strata." + std::string(op_) + ": " + what +
+                          " must be an array exposing DLPack or the "
+                          "buffer protocol with a supported dtype (" +
+                          supported_dtypes() + "); got " + describe_unimportable(obj))
+                             .c_str());
   }
   return view(a, obj, what);
 }
@@ -122,7 +136,8 @@ Buffer Buffers::output(nb::handle obj, const char* what) {
                                .c_str());
     }
     input(obj, what);  // raises the TypeError that names what is wrong with it
-    throw nb::type_error(("strata." + std::string(op_) + ": " + what + " cannot be written").c_str());
+    throw nb::type_error(
+        ("strata." + std::string(op_) + ": " + what + " cannot be written").c_str());
   }
   return view(Held(writable), obj, what);
 }
@@ -154,9 +169,8 @@ Buffer Buffers::view(const Held& a, nb::handle obj, const char* what) {
     for (size_t i = a.ndim(); i-- > 0;) {
       if (a.shape(i) != 1 && a.stride(i) != expected) {
         throw nb::type_error(
-            (where + " (" + py_type_name(obj) + " of shape " +
-             tuple_text(a.shape_ptr(), a.ndim()) + ", strides " +
-             tuple_text(a.stride_ptr(), a.ndim()) +
+            (where + " (" + py_type_name(obj) + " of shape " + tuple_text(a.shape_ptr(), a.ndim()) +
+             ", strides " + tuple_text(a.stride_ptr(), a.ndim()) +
              " in elements) is not C-contiguous; Strata never copies, so pass a contiguous "
              "array (numpy.ascontiguousarray(x), tensor.contiguous())")
                 .c_str());

@@ -35,12 +35,18 @@ PyObject* g_error_type = nullptr;
 
 const char* code_name(ErrorCode c) {
   switch (c) {
-    case ErrorCode::invalid_argument: return "invalid_argument";
-    case ErrorCode::timeout: return "timeout";
-    case ErrorCode::peer_failure: return "peer_failure";
-    case ErrorCode::transport: return "transport";
-    case ErrorCode::aborted: return "aborted";
-    case ErrorCode::internal: return "internal";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
+    case ErrorCode::timeout:
+      return "timeout";
+    case ErrorCode::peer_failure:
+      return "peer_failure";
+    case ErrorCode::transport:
+      return "transport";
+    case ErrorCode::aborted:
+      return "aborted";
+    case ErrorCode::internal:
+      return "internal";
   }
   return "internal";
 }
@@ -66,13 +72,13 @@ void raise_error(const Error& e) {
 nb::dict node_dict(const NodeTopology& n) {
   nb::list numa, devices, links;
   for (const auto& x : n.numa) {
-    numa.append(dict_of("os_index", x.os_index, "memory_bytes", x.memory_bytes,
-                         "cpus", x.cpus, "package", x.package));
+    numa.append(dict_of("os_index", x.os_index, "memory_bytes", x.memory_bytes, "cpus", x.cpus,
+                        "package", x.package));
   }
   for (const auto& d : n.devices) {
-    nb::dict dev = dict_of("kind", device_kind_name(d.kind), "name", d.name, "index", d.index,
-                 "numa", d.numa, "pci_bus_id", d.pci_bus_id, "model", d.model,
-                 "cpus", d.cpus);
+    nb::dict dev =
+        dict_of("kind", device_kind_name(d.kind), "name", d.name, "index", d.index, "numa", d.numa,
+                "pci_bus_id", d.pci_bus_id, "model", d.model, "cpus", d.cpus);
     if (d.kind == DeviceKind::nic) {
       dev["nic_kind"] = nic_kind_name(d.nic_kind);
       dev["rate_gbps"] = d.rate_gbps;
@@ -84,22 +90,21 @@ nb::dict node_dict(const NodeTopology& n) {
     for (size_t b = 0; b < n.devices.size(); ++b) {
       if (a == b || n.links.size() != n.devices.size() * n.devices.size()) continue;
       const Link& l = n.link(a, b);
-      links.append(dict_of("a", a, "b", b, "class", path_class_name(l.cls),
-                            "bandwidth_gbs", l.bandwidth_gbs, "latency_us", l.latency_us));
+      links.append(dict_of("a", a, "b", b, "class", path_class_name(l.cls), "bandwidth_gbs",
+                           l.bandwidth_gbs, "latency_us", l.latency_us));
     }
   }
-  return dict_of("id", n.id, "hostname", n.hostname, "source", n.source,
-                  "cpu_model", n.cpu_model, "packages", n.packages, "cores", n.cores,
-                  "pus", n.pus, "numa", numa, "devices", devices, "links", links);
+  return dict_of("id", n.id, "hostname", n.hostname, "source", n.source, "cpu_model", n.cpu_model,
+                 "packages", n.packages, "cores", n.cores, "pus", n.pus, "numa", numa, "devices",
+                 devices, "links", links);
 }
 
 nb::dict job_dict(const JobTopology& job) {
   nb::list nodes, ranks;
   for (const auto& n : job.nodes) nodes.append(node_dict(n));
   for (const auto& r : job.ranks) {
-    ranks.append(dict_of("rank", r.rank, "node_id", r.node_id, "hostname", r.hostname,
-                          "local_rank", r.local_rank, "cpus", r.cpus, "numa", r.numa,
-                          "gpu", r.gpu, "nic", r.nic));
+    ranks.append(dict_of("rank", r.rank, "node_id", r.node_id, "hostname", r.hostname, "local_rank",
+                         r.local_rank, "cpus", r.cpus, "numa", r.numa, "gpu", r.gpu, "nic", r.nic));
   }
   return dict_of("nodes", nodes, "ranks", ranks, "node_of_rank", job.node_of_rank);
 }
@@ -117,8 +122,10 @@ Dim parse_dim(const std::string& name) {
 
 std::vector<Dim> parse_dims(const DimsArg& arg) {
   std::vector<std::string> names;
-  if (const auto* one = std::get_if<std::string>(&arg)) names = {*one};
-  else names = std::get<std::vector<std::string>>(arg);
+  if (const auto* one = std::get_if<std::string>(&arg))
+    names = {*one};
+  else
+    names = std::get<std::vector<std::string>>(arg);
   if (names.empty() || names.size() > size_t(kMeshDims)) {
     throw nb::value_error("strata.Mesh: give 1 to 5 dimensions");
   }
@@ -126,7 +133,8 @@ std::vector<Dim> parse_dims(const DimsArg& arg) {
   for (const auto& n : names) {
     const Dim d = parse_dim(n);
     for (Dim seen : dims) {
-      if (seen == d) throw nb::value_error(("strata.Mesh: dimension '" + n + "' given twice").c_str());
+      if (seen == d)
+        throw nb::value_error(("strata.Mesh: dimension '" + n + "' given twice").c_str());
     }
     dims.push_back(d);
   }
@@ -137,17 +145,23 @@ std::vector<Dim> parse_dims(const DimsArg& arg) {
 template <typename F>
 auto with_dims(const std::vector<Dim>& d, F&& f) {
   switch (d.size()) {
-    case 1: return f({d[0]});
-    case 2: return f({d[0], d[1]});
-    case 3: return f({d[0], d[1], d[2]});
-    case 4: return f({d[0], d[1], d[2], d[3]});
-    default: return f({d[0], d[1], d[2], d[3], d[4]});
+    case 1:
+      return f({d[0]});
+    case 2:
+      return f({d[0], d[1]});
+    case 3:
+      return f({d[0], d[1], d[2]});
+    case 4:
+      return f({d[0], d[1], d[2], d[3]});
+    default:
+      return f({d[0], d[1], d[2], d[3], d[4]});
   }
 }
 
 nb::dict shape_dict(const MeshShape& s) {
   nb::dict d;
-  for (int i = 0; i < kMeshDims; ++i) d[nb::str(dim_name(Dim(i)).data(), dim_name(Dim(i)).size())] = s[Dim(i)];
+  for (int i = 0; i < kMeshDims; ++i)
+    d[nb::str(dim_name(Dim(i)).data(), dim_name(Dim(i)).size())] = s[Dim(i)];
   return d;
 }
 
@@ -155,8 +169,8 @@ nb::dict shape_dict(const MeshShape& s) {
 
 void register_errors(nb::module_& m) {
   // Class-level defaults, so an Error raised from Python code still has every attribute.
-  nb::dict defaults = dict_of("code", "internal", "rank", nb::none(), "peer", nb::none(),
-                    "group", nb::none(), "op", nb::none(), "seq", nb::none());
+  nb::dict defaults = dict_of("code", "internal", "rank", nb::none(), "peer", nb::none(), "group",
+                              nb::none(), "op", nb::none(), "seq", nb::none());
   g_error_type = PyErr_NewExceptionWithDoc(
       "strata.Error",
       "A failed Strata operation. Attributes: code ('invalid_argument', 'timeout', "
@@ -212,7 +226,8 @@ void register_mesh(nb::module_& m) {
           [](Mesh& mesh, const DimsArg& dims) {
             const auto d = parse_dims(dims);
             nb::gil_scoped_release unlocked;  // the first request of a combination is collective
-            return with_dims(d, [&](std::initializer_list<Dim> l) { return Communicator(mesh.group(l)); });
+            return with_dims(
+                d, [&](std::initializer_list<Dim> l) { return Communicator(mesh.group(l)); });
           },
           "dims"_a,
           "This rank's communicator along one dimension ('tp') or several (('dp', 'cp')). The "
@@ -226,13 +241,16 @@ void register_mesh(nb::module_& m) {
           },
           "dims"_a, "World ranks of group(dims) in group-rank order. No communication.")
       .def(
-          "coord", [](const Mesh& mesh, const std::string& dim) { return mesh.coord(parse_dim(dim)); },
+          "coord",
+          [](const Mesh& mesh, const std::string& dim) { return mesh.coord(parse_dim(dim)); },
           "dim"_a, "This rank's coordinate along dim, which is its rank in group(dim).")
-      .def_prop_ro("shape", [](const Mesh& mesh) { return shape_dict(mesh.shape()); },
-                   "The sizes, dp resolved: {'tp': ..., 'cp': ..., 'ep': ..., 'dp': ..., 'pp': ...}.")
+      .def_prop_ro(
+          "shape", [](const Mesh& mesh) { return shape_dict(mesh.shape()); },
+          "The sizes, dp resolved: {'tp': ..., 'cp': ..., 'ep': ..., 'dp': ..., 'pp': ...}.")
       .def_prop_ro("world", [](Mesh& mesh) { return Communicator(mesh.world()); })
-      .def_prop_ro("topology", [](const Mesh& mesh) { return job_dict(mesh.topology()); },
-                   "The job topology gathered at creation, as Communicator.job_topology() gives it.");
+      .def_prop_ro(
+          "topology", [](const Mesh& mesh) { return job_dict(mesh.topology()); },
+          "The job topology gathered at creation, as Communicator.job_topology() gives it.");
 }
 
 nb::dict gather_job_topology(Communicator& comm) {

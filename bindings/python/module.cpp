@@ -38,7 +38,8 @@ bool finished(const Work& w) {
 
 std::chrono::milliseconds to_ms(double seconds, const char* what) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
-    throw nb::value_error((std::string("strata: ") + what + " must be a finite number of seconds >= 0").c_str());
+    throw nb::value_error(
+        (std::string("strata: ") + what + " must be a finite number of seconds >= 0").c_str());
   }
   // Capped at a year: a larger deadline means "forever" and would overflow the clock.
   return std::chrono::milliseconds(int64_t(std::ceil(std::min(seconds, 3.15e7) * 1000)));
@@ -118,8 +119,10 @@ void register_communicator(nb::module_& m) {
             const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
             nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
             try {
-              if (ms) w.work.wait(*ms);
-              else w.work.wait();
+              if (ms)
+                w.work.wait(*ms);
+              else
+                w.work.wait();
             } catch (const Error& e) {
               rethrow_with_context(e, w);
             }
@@ -135,11 +138,13 @@ void register_communicator(nb::module_& m) {
             return w.work.test();
           },
           "True when complete; raises strata.Error if the operation failed. Does not block.")
-      .def_prop_ro("elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
-                   "Seconds from the operation's start to its completion (0 until complete).")
-      .def_prop_ro("source", [](const PyWork& w) { return w.work.source(); },
-                   "The rank a completed recv received from (what ANY_SOURCE matched); -1 for "
-                   "other operations and before completion.");
+      .def_prop_ro(
+          "elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
+          "Seconds from the operation's start to its completion (0 until complete).")
+      .def_prop_ro(
+          "source", [](const PyWork& w) { return w.work.source(); },
+          "The rank a completed recv received from (what ANY_SOURCE matched); -1 for "
+          "other operations and before completion.");
 
   nb::class_<Communicator>(m, "Communicator",
                            "A group of ranks. Operations return a Work at once and complete in "
@@ -226,7 +231,8 @@ void register_communicator(nb::module_& m) {
             const Buffer in = b.input(input, "input"), out = b.output(output, "output");
             return issue(c, b, [&] { return c.all_gather(in, out); });
           },
-          "input"_a, "output"_a, "output has size * input.size elements; block r is rank r's input.")
+          "input"_a, "output"_a,
+          "output has size * input.size elements; block r is rank r's input.")
       .def(
           "all_to_all",
           [](Communicator& c, nb::handle input, nb::handle output) {
@@ -235,7 +241,8 @@ void register_communicator(nb::module_& m) {
             return issue(c, b, [&] { return c.all_to_all(in, out); });
           },
           "input"_a, "output"_a,
-          "size equal blocks: block j of input goes to rank j, block i of output comes from rank i.")
+          "size equal blocks: block j of input goes to rank j, block i of output comes from rank "
+          "i.")
       .def(
           "all_to_allv",
           [](Communicator& c, nb::handle input, std::vector<size_t> send_counts, nb::handle output,
@@ -246,7 +253,8 @@ void register_communicator(nb::module_& m) {
             // Displacements default to packed blocks in rank order.
             auto sd = send_displs ? *send_displs : prefix_sums(send_counts);
             auto rd = recv_displs ? *recv_displs : prefix_sums(recv_counts);
-            return issue(c, b, [&] { return c.all_to_allv(in, send_counts, sd, out, recv_counts, rd); });
+            return issue(c, b,
+                         [&] { return c.all_to_allv(in, send_counts, sd, out, recv_counts, rd); });
           },
           "input"_a, "send_counts"_a, "output"_a, "recv_counts"_a, "send_displs"_a = nb::none(),
           "recv_displs"_a = nb::none(),
@@ -281,7 +289,8 @@ void register_communicator(nb::module_& m) {
           "gather",
           [](Communicator& c, nb::handle input, nb::handle output, int root) {
             Buffers b("gather");
-            require(c.rank() != root || !output.is_none(), "gather", "output is required on the root");
+            require(c.rank() != root || !output.is_none(), "gather",
+                    "output is required on the root");
             const Buffer in = b.input(input, "input");
             const Buffer out = output.is_none() ? Buffer{} : b.output(output, "output");
             return issue(c, b, [&] { return c.gather(in, out, root); });
@@ -292,7 +301,8 @@ void register_communicator(nb::module_& m) {
           "scatter",
           [](Communicator& c, nb::handle input, nb::handle output, int root) {
             Buffers b("scatter");
-            require(c.rank() != root || !input.is_none(), "scatter", "input is required on the root");
+            require(c.rank() != root || !input.is_none(), "scatter",
+                    "input is required on the root");
             const Buffer in = input.is_none() ? Buffer{} : b.input(input, "input");
             const Buffer out = b.output(output, "output");
             return issue(c, b, [&] { return c.scatter(in, out, root); });
@@ -305,7 +315,8 @@ void register_communicator(nb::module_& m) {
           [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
             Buffers b("send");
             const Buffer in = b.input(buffer, "buffer");
-            return issue(c, b, [&] { return c.send(in, peer, tag); }, peer);
+            return issue(
+                c, b, [&] { return c.send(in, peer, tag); }, peer);
           },
           "buffer"_a, "peer"_a, "tag"_a = 0,
           "Sends to peer; messages of one pair and tag match in issue order.")
@@ -314,7 +325,8 @@ void register_communicator(nb::module_& m) {
           [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
             Buffers b("recv");
             const Buffer out = b.output(buffer, "buffer");
-            return issue(c, b, [&] { return c.recv(out, peer, tag); }, peer);
+            return issue(
+                c, b, [&] { return c.recv(out, peer, tag); }, peer);
           },
           "buffer"_a, "peer"_a, "tag"_a = 0,
           "Receives from peer (or strata.ANY_SOURCE: Work.source says which) into buffer.")

@@ -45,9 +45,11 @@ void ProcessGroupStrata::monitoredBarrier(const c10d::BarrierOptions& opts, bool
       answer.wait(std::max(left(), milliseconds(0)));
     } catch (const Error& e) {
       C10_THROW_ERROR(DistBackendError,
-                      c10::str("Rank ", getRank(), " successfully reached monitoredBarrier, but "
+                      c10::str("Rank ", getRank(),
+                               " successfully reached monitoredBarrier, but "
                                "received errors while waiting for send/recv from rank 0. "
-                               "Please check rank 0 logs for faulty rank. (", e.what(), ")"));
+                               "Please check rank 0 logs for faulty rank. (",
+                               e.what(), ")"));
     }
     return;
   }
@@ -78,8 +80,8 @@ void ProcessGroupStrata::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   }
   if (!failed.empty()) {
     C10_THROW_ERROR(DistBackendError,
-                    c10::str("[Rank 0]: Ranks ", join(failed), " failed to pass monitoredBarrier in ",
-                             timeout.count(), " ms"));
+                    c10::str("[Rank 0]: Ranks ", join(failed),
+                             " failed to pass monitoredBarrier in ", timeout.count(), " ms"));
   }
   std::vector<strata::Work> answers;
   for (int r = 1; r < getSize(); ++r) answers.push_back(comm_.send(byte(0), r, kMonitorTag));

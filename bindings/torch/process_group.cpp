@@ -65,28 +65,28 @@ std::vector<size_t> displacements(const std::vector<size_t>& counts) {
 
 // Elements per rank of one side of all_to_all_single: `splits` rows of `row` elements each, or
 // the first dimension divided evenly when `splits` is empty.
-std::vector<size_t> split_counts(const at::Tensor& t, const std::vector<int64_t>& splits,
-                                 int size, const char* side) {
+std::vector<size_t> split_counts(const at::Tensor& t, const std::vector<int64_t>& splits, int size,
+                                 const char* side) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   const int64_t row = rows == 0 ? 0 : t.numel() / rows;
   std::vector<size_t> counts(size);
   if (splits.empty()) {
-    TORCH_CHECK_VALUE(rows % size == 0, "strata all_to_all_single: ", side,
-                      " has ", rows, " rows, not divisible by the group size ", size);
+    TORCH_CHECK_VALUE(rows % size == 0, "strata all_to_all_single: ", side, " has ", rows,
+                      " rows, not divisible by the group size ", size);
     for (auto& c : counts) c = size_t(rows / size * row);
     return counts;
   }
-  TORCH_CHECK_VALUE(int(splits.size()) == size, "strata all_to_all_single: ", splits.size(),
-                    " ", side, " splits for a group of ", size);
+  TORCH_CHECK_VALUE(int(splits.size()) == size, "strata all_to_all_single: ", splits.size(), " ",
+                    side, " splits for a group of ", size);
   int64_t total = 0;
   for (int r = 0; r < size; ++r) {
-    TORCH_CHECK_VALUE(splits[r] >= 0, "strata all_to_all_single: negative ", side,
-                      " split ", splits[r], " for rank ", r);
+    TORCH_CHECK_VALUE(splits[r] >= 0, "strata all_to_all_single: negative ", side, " split ",
+                      splits[r], " for rank ", r);
     counts[r] = size_t(splits[r] * row);
     total += splits[r];
   }
-  TORCH_CHECK_VALUE(total == rows, "strata all_to_all_single: ", side, " splits sum to ",
-                    total, " but the tensor has ", rows, " rows");
+  TORCH_CHECK_VALUE(total == rows, "strata all_to_all_single: ", side, " splits sum to ", total,
+                    " but the tensor has ", rows, " rows");
   return counts;
 }
 
@@ -214,13 +214,12 @@ WorkPtr ProcessGroupStrata::reduce(std::vector<at::Tensor>& tensors,
   Staged t(tensor, "reduce");
   const at::Tensor input = premultiplied(t.flat(), r);  // non-roots keep their tensor as it was
   const bool root = getRank() == opts.rootRank;
-  return run(OpType::REDUCE, "strata:reduce", tensors, tensors, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.reduce(view(input, "reduce"), t.buffer(), r.op, int(opts.rootRank)));
-               w.on_success([t, input, root] {
-                 if (root) t.finish();
-               });
-             });
+  return run(OpType::REDUCE, "strata:reduce", tensors, tensors, opts.timeout, [&](StrataWork& w) {
+    w.add(comm_.reduce(view(input, "reduce"), t.buffer(), r.op, int(opts.rootRank)));
+    w.on_success([t, input, root] {
+      if (root) t.finish();
+    });
+  });
 }
 
 WorkPtr ProcessGroupStrata::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -249,12 +248,13 @@ WorkPtr ProcessGroupStrata::all_gather_single(at::Tensor& output, at::Tensor& in
              });
 }
 
-WorkPtr ProcessGroupStrata::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
+WorkPtr ProcessGroupStrata::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                std::vector<at::Tensor>& inputs,
+                                                const c10d::AllgatherOptions& opts) {
   // output_lists[r][i] receives rank r's inputs[i].
-  TORCH_CHECK_VALUE(int(output_lists.size()) == getSize(), "strata all_gather_coalesced: ",
-                    output_lists.size(), " output lists for a group of ", getSize());
+  TORCH_CHECK_VALUE(int(output_lists.size()) == getSize(),
+                    "strata all_gather_coalesced: ", output_lists.size(),
+                    " output lists for a group of ", getSize());
   for (const auto& list : output_lists) {
     TORCH_CHECK_VALUE(list.size() == inputs.size(), "strata all_gather_coalesced: an output ",
                       "list of ", list.size(), " tensors for ", inputs.size(), " inputs");
@@ -270,8 +270,8 @@ WorkPtr ProcessGroupStrata::allgather_coalesced(
     outs.insert(outs.end(), list.begin(), list.end());
   }
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
-  return run(OpType::ALLGATHER_COALESCED, "strata:all_gather_coalesced", inputs, outs,
-             opts.timeout, [&](StrataWork& w) {
+  return run(OpType::ALLGATHER_COALESCED, "strata:all_gather_coalesced", inputs, outs, opts.timeout,
+             [&](StrataWork& w) {
                w.add(comm_.all_gather(view(in, "all_gather_coalesced"),
                                       view(flat, "all_gather_coalesced")));
                w.on_success([in, flat, outs] { scatter_into(flat, outs); });
@@ -281,8 +281,9 @@ WorkPtr ProcessGroupStrata::allgather_coalesced(
 WorkPtr ProcessGroupStrata::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "strata all_gather_into_tensor_coalesced: ",
-                    outputs.size(), " outputs for ", inputs.size(), " inputs");
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(),
+                    "strata all_gather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
+                    inputs.size(), " inputs");
   std::vector<Staged> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     ins.emplace_back(inputs[i], "all_gather_into_tensor_coalesced");
@@ -332,8 +333,7 @@ WorkPtr ProcessGroupStrata::gather_single(at::Tensor& output, at::Tensor& input,
   if (root) out.emplace(output, "gather_into_tensor");
   return run(OpType::GATHER, "strata:gather_into_tensor", {input}, {output}, opts.timeout,
              [&](StrataWork& w) {
-               w.add(comm_.gather(in.buffer(), out ? out->buffer() : Buffer{},
-                                  int(opts.rootRank)));
+               w.add(comm_.gather(in.buffer(), out ? out->buffer() : Buffer{}, int(opts.rootRank)));
                w.on_success([in, out] {
                  if (out) out->finish();
                });
@@ -385,12 +385,12 @@ WorkPtr ProcessGroupStrata::reduce_scatter_single(at::Tensor& output, at::Tensor
   const Reduction r = reduction(opts.reduceOp, input.scalar_type(), "reduce_scatter_tensor");
   Staged in(input, "reduce_scatter_tensor"), out(output, "reduce_scatter_tensor");
   const at::Tensor scaled = premultiplied(in.flat(), r);
-  return run(OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", {input}, {output},
-             opts.timeout, [&](StrataWork& w) {
-               w.add(comm_.reduce_scatter(view(scaled, "reduce_scatter_tensor"), out.buffer(),
-                                          r.op));
-               w.on_success([scaled, out] { out.finish(); });
-             });
+  return run(
+      OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", {input}, {output}, opts.timeout,
+      [&](StrataWork& w) {
+        w.add(comm_.reduce_scatter(view(scaled, "reduce_scatter_tensor"), out.buffer(), r.op));
+        w.on_success([scaled, out] { out.finish(); });
+      });
 }
 
 WorkPtr ProcessGroupStrata::reduce_scatter_single_coalesced(
@@ -424,14 +424,15 @@ WorkPtr ProcessGroupStrata::all_to_all_single(at::Tensor& output, at::Tensor& in
                                               std::vector<int64_t>& input_splits,
                                               const c10d::AllToAllOptions& opts) {
   Staged in(input, "all_to_all_single"), out(output, "all_to_all_single");
-  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(), "strata all_to_all_single: ",
-                   "input of dtype ", input.scalar_type(), ", output of ", output.scalar_type());
+  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
+                   "strata all_to_all_single: ", "input of dtype ", input.scalar_type(),
+                   ", output of ", output.scalar_type());
   const auto send = split_counts(in.flat(), input_splits, getSize(), "input");
   const auto recv = split_counts(out.flat(), output_splits, getSize(), "output");
   return run(OpType::ALLTOALL_BASE, "strata:all_to_all_single", {input}, {output}, opts.timeout,
              [&](StrataWork& w) {
-               w.add(comm_.all_to_allv(in.buffer(), send, displacements(send), out.buffer(),
-                                       recv, displacements(recv)));
+               w.add(comm_.all_to_allv(in.buffer(), send, displacements(send), out.buffer(), recv,
+                                       displacements(recv)));
                w.on_success([in, out] { out.finish(); });
              });
 }
@@ -448,8 +449,8 @@ WorkPtr ProcessGroupStrata::alltoall(std::vector<at::Tensor>& outputs,
   for (const auto& t : inputs) send.push_back(size_t(t.numel()));
   for (const auto& t : outputs) recv.push_back(size_t(t.numel()));
   const at::Tensor in = flat_cat(inputs);
-  at::Tensor flat = at::empty({int64_t(std::accumulate(recv.begin(), recv.end(), size_t{0}))},
-                              in.options());
+  at::Tensor flat =
+      at::empty({int64_t(std::accumulate(recv.begin(), recv.end(), size_t{0}))}, in.options());
   return run(OpType::ALLTOALL, "strata:all_to_all", inputs, outputs, opts.timeout,
              [&](StrataWork& w) {
                w.add(comm_.all_to_allv(view(in, "all_to_all"), send, displacements(send),
@@ -461,11 +462,10 @@ WorkPtr ProcessGroupStrata::alltoall(std::vector<at::Tensor>& outputs,
 WorkPtr ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   TORCH_CHECK_VALUE(tag >= 0, "strata send: negative tag ", tag);
   const at::Tensor t = single(tensors, "send").contiguous();
-  return run(OpType::SEND, "strata:send", tensors, {}, c10d::kUnsetTimeout,
-             [&](StrataWork& w) {
-               w.add(comm_.send(view(t, "send"), dst, uint32_t(tag)));
-               w.on_success([t] {});
-             });
+  return run(OpType::SEND, "strata:send", tensors, {}, c10d::kUnsetTimeout, [&](StrataWork& w) {
+    w.add(comm_.send(view(t, "send"), dst, uint32_t(tag)));
+    w.on_success([t] {});
+  });
 }
 
 WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -476,8 +476,8 @@ WorkPtr ProcessGroupStrata::recvAnysource(std::vector<at::Tensor>& tensors, int 
   return receive(tensors, kAnySource, tag, OpType::RECVANYSOURCE, "strata:recvAnySource");
 }
 
-WorkPtr ProcessGroupStrata::receive(std::vector<at::Tensor>& tensors, int src, int tag,
-                                    OpType type, const char* title) {
+WorkPtr ProcessGroupStrata::receive(std::vector<at::Tensor>& tensors, int src, int tag, OpType type,
+                                    const char* title) {
   TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
   Staged t(single(tensors, "recv"), "recv");
   // The profiler records a receive with its tensor's shape, as gloo does.

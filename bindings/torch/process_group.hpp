@@ -3,10 +3,9 @@
 // for how each completes and docs/bindings.md for what is not supported and why.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-
 #include <atomic>
 #include <memory>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "strata/communicator.hpp"
 #include "work.hpp"
@@ -72,13 +71,10 @@ class ProcessGroupStrata final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
-                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   /// The sender is the work's sourceRank() once complete.
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   /// Rank 0 names the ranks that did not arrive within the timeout (monitored_barrier.cpp).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;

@@ -53,7 +53,7 @@ void issue_sparse_sum(Communicator& comm, const at::Tensor& tensor, StrataWork& 
   TORCH_CHECK_VALUE(tensor.layout() == at::kSparse && tensor.device().is_cpu(), "strata ",
                     "all_reduce: a sparse tensor must be a sparse COO tensor on the CPU, not ",
                     tensor.layout(), " on ", tensor.device());
-  const at::Tensor local = tensor.coalesce();  // fewer entries to send
+  const at::Tensor local = tensor.coalesce();                   // fewer entries to send
   const at::Tensor indices = local.indices().t().contiguous();  // one row per entry
   const at::Tensor values = local.values().contiguous();        // [entries, dense sizes...]
   const std::vector<int64_t> sizes = tensor.sizes().vec();
@@ -91,8 +91,8 @@ void issue_sparse_sum(Communicator& comm, const at::Tensor& tensor, StrataWork& 
       for (size_t r = 0; r < n; ++r) recv[r] = entries[r] * row;
       std::exclusive_scan(recv.begin(), recv.end(), displs.begin(), size_t{0});
       const std::vector<size_t> send(n, size_t(mine.numel())), zeros(n, 0);
-      w.add(comm.all_to_allv(view(mine, "all_reduce"), send, zeros, view(all, "all_reduce"),
-                             recv, displs));
+      w.add(comm.all_to_allv(view(mine, "all_reduce"), send, zeros, view(all, "all_reduce"), recv,
+                             displs));
     };
     gather_rows(indices, all_indices, size_t(tensor.sparse_dim()));
     gather_rows(values, all_values, size_t(all_values.numel() / total));

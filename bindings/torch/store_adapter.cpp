@@ -15,8 +15,8 @@ ErrorCode classify(const c10::Error& e) {
   if (dynamic_cast<const c10::DistNetworkError*>(&e) != nullptr) return ErrorCode::transport;
   if (dynamic_cast<const c10::DistStoreError*>(&e) != nullptr) return ErrorCode::timeout;
   const std::string what = e.what_without_backtrace();
-  const bool timeout = what.find("imeout") != std::string::npos ||
-                       what.find("imed out") != std::string::npos;
+  const bool timeout =
+      what.find("imeout") != std::string::npos || what.find("imed out") != std::string::npos;
   return timeout ? ErrorCode::timeout : ErrorCode::transport;
 }
 

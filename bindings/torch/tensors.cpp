@@ -7,21 +7,36 @@ namespace {
 
 std::optional<DataType> strata_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return DataType::f32;
-    case at::kDouble: return DataType::f64;
-    case at::kHalf: return DataType::f16;
-    case at::kBFloat16: return DataType::bf16;
-    case at::kChar: return DataType::i8;
-    case at::kByte: return DataType::u8;
-    case at::kShort: return DataType::i16;
-    case at::kInt: return DataType::i32;
-    case at::kLong: return DataType::i64;
-    case at::kUInt32: return DataType::u32;
-    case at::kUInt64: return DataType::u64;
-    case at::kBool: return DataType::boolean;
-    case at::kComplexFloat: return DataType::c64;
-    case at::kComplexDouble: return DataType::c128;
-    default: return std::nullopt;
+    case at::kFloat:
+      return DataType::f32;
+    case at::kDouble:
+      return DataType::f64;
+    case at::kHalf:
+      return DataType::f16;
+    case at::kBFloat16:
+      return DataType::bf16;
+    case at::kChar:
+      return DataType::i8;
+    case at::kByte:
+      return DataType::u8;
+    case at::kShort:
+      return DataType::i16;
+    case at::kInt:
+      return DataType::i32;
+    case at::kLong:
+      return DataType::i64;
+    case at::kUInt32:
+      return DataType::u32;
+    case at::kUInt64:
+      return DataType::u64;
+    case at::kBool:
+      return DataType::boolean;
+    case at::kComplexFloat:
+      return DataType::c64;
+    case at::kComplexDouble:
+      return DataType::c128;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -47,14 +62,30 @@ Buffer view(const at::Tensor& t, const char* op) {
 Reduction reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   Reduction r;
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: r.op = ReduceOp::sum; break;
-    case c10d::ReduceOp::AVG: r.op = ReduceOp::avg; break;
-    case c10d::ReduceOp::PRODUCT: r.op = ReduceOp::prod; break;
-    case c10d::ReduceOp::MIN: r.op = ReduceOp::min; break;
-    case c10d::ReduceOp::MAX: r.op = ReduceOp::max; break;
-    case c10d::ReduceOp::BAND: r.op = ReduceOp::band; break;
-    case c10d::ReduceOp::BOR: r.op = ReduceOp::bor; break;
-    case c10d::ReduceOp::BXOR: r.op = ReduceOp::bxor; break;
+    case c10d::ReduceOp::SUM:
+      r.op = ReduceOp::sum;
+      break;
+    case c10d::ReduceOp::AVG:
+      r.op = ReduceOp::avg;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      r.op = ReduceOp::prod;
+      break;
+    case c10d::ReduceOp::MIN:
+      r.op = ReduceOp::min;
+      break;
+    case c10d::ReduceOp::MAX:
+      r.op = ReduceOp::max;
+      break;
+    case c10d::ReduceOp::BAND:
+      r.op = ReduceOp::band;
+      break;
+    case c10d::ReduceOp::BOR:
+      r.op = ReduceOp::bor;
+      break;
+    case c10d::ReduceOp::BXOR:
+      r.op = ReduceOp::bxor;
+      break;
     case c10d::ReduceOp::PREMUL_SUM: {
       auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK_VALUE(s != nullptr, "strata ", what, ": PREMUL_SUM without its factor");
@@ -63,13 +94,13 @@ Reduction reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* 
                                             : at::scalar_tensor(s->double_factor, at::kDouble);
       break;
     }
-    default: TORCH_CHECK_VALUE(false, "strata ", what, ": unknown ReduceOp ", int(op.op_));
+    default:
+      TORCH_CHECK_VALUE(false, "strata ", what, ": unknown ReduceOp ", int(op.op_));
   }
   // Whether `op` is defined for the dtype (no BAND on floats...) Strata's own check says when
   // the collective is issued, naming both.
-  TORCH_CHECK_VALUE(!r.premul || at::isFloatingType(dtype) || at::isComplexType(dtype),
-                    "strata ", what, ": PREMUL_SUM takes floating-point or complex tensors, not ",
-                    dtype);
+  TORCH_CHECK_VALUE(!r.premul || at::isFloatingType(dtype) || at::isComplexType(dtype), "strata ",
+                    what, ": PREMUL_SUM takes floating-point or complex tensors, not ", dtype);
   return r;
 }
 

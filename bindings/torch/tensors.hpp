@@ -3,10 +3,10 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include "strata/types.hpp"
 

@@ -28,8 +28,9 @@ StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
     : c10d::Work(rank, type, profiling_title, inputs),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
   if (works_.empty()) {
@@ -46,8 +47,7 @@ void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
     complete();
     return;
   }
-  c10::intrusive_ptr<StrataWork> self =
-      c10::intrusive_ptr<StrataWork>::reclaim_copy(this);
+  c10::intrusive_ptr<StrataWork> self = c10::intrusive_ptr<StrataWork>::reclaim_copy(this);
   works_.back().on_complete([queue, self]() mutable { queue->push(std::move(self)); });
 }
 
@@ -104,10 +104,10 @@ bool StrataWork::wait(std::chrono::milliseconds timeout) {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   if (!cv_.wait_until(lock, deadline, [&] { return completed_; })) {
-    C10_THROW_ERROR(DistBackendError,
-                    "strata: wait() on rank " + std::to_string(rank_) + " for " +
-                        c10d::opTypeToString(opType_) + " timed out after " +
-                        std::to_string(limit.count()) + " ms; the operation is still running");
+    C10_THROW_ERROR(DistBackendError, "strata: wait() on rank " + std::to_string(rank_) + " for " +
+                                          c10d::opTypeToString(opType_) + " timed out after " +
+                                          std::to_string(limit.count()) +
+                                          " ms; the operation is still running");
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;

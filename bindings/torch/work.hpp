@@ -9,14 +9,13 @@
 // the profiler's record of the op.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "strata/work.hpp"
 

@@ -73,8 +73,7 @@ class Communicator {
   /// Like all_to_all with per-peer counts and displacements (in elements).
   Work all_to_allv(Buffer input, const std::vector<size_t>& send_counts,
                    const std::vector<size_t>& send_displs, Buffer output,
-                   const std::vector<size_t>& recv_counts,
-                   const std::vector<size_t>& recv_displs);
+                   const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs);
   /// Copies root's buffer to every rank.
   Work broadcast(Buffer inout, int root);
   /// Out-of-place broadcast: root sends `input`, every rank (root included) receives in `output`.

@@ -19,11 +19,11 @@ enum class ErrorCode : uint8_t {
 
 /// Where an error happened. Fields that do not apply stay at their defaults and are not printed.
 struct ErrorContext {
-  int rank = -1;          ///< this process's rank in the group
-  std::string group;      ///< the communicator's name ("world", "world/split0.c1", ...)
-  std::string op;         ///< operation name ("all_reduce", "store.get", ...)
-  int64_t seq = -1;       ///< the operation's sequence number on that communicator
-  int peer = -1;          ///< the peer involved, as a rank in the group
+  int rank = -1;      ///< this process's rank in the group
+  std::string group;  ///< the communicator's name ("world", "world/split0.c1", ...)
+  std::string op;     ///< operation name ("all_reduce", "store.get", ...)
+  int64_t seq = -1;   ///< the operation's sequence number on that communicator
+  int peer = -1;      ///< the peer involved, as a rank in the group
 };
 
 /// Thrown by every Strata call that fails. what() reads like:

@@ -63,8 +63,7 @@ class Mesh {
  public:
   /// Collective over `world`: gathers the job topology, checks `shape` against it, and creates
   /// the group of every dimension.
-  static Mesh create(Communicator& world, const MeshShape& shape,
-                     const MeshOptions& options = {});
+  static Mesh create(Communicator& world, const MeshShape& shape, const MeshOptions& options = {});
 
   /// The shape, dp resolved.
   const MeshShape& shape() const { return shape_; }

@@ -133,7 +133,9 @@ class GradBucketer {
   const std::vector<BucketInfo>& buckets() const;
   /// The launches of the current step (after finish(), of the step just finished): bucket index
   /// and how many tensors had been marked ready when it launched (tests check order and timing).
-  struct Launch { size_t bucket, ready_tensors; };
+  struct Launch {
+    size_t bucket, ready_tensors;
+  };
   const std::vector<Launch>& launches() const;
   /// Persistent gradient bytes (full buffer or shard), and the peak of staging buffers.
   size_t grad_bytes() const;
@@ -157,8 +159,8 @@ struct ZeroOptions {
   int stage = 0;  ///< 0: DDP, 1: shard optimizer state, 2: + gradients, 3: + parameters
   BucketOptions buckets;
   AdamWOptions adamw;
-  int prefetch_depth = 1;             ///< stage 3: gathers kept in flight beyond the current unit
-  size_t resident_below_bytes = 0;    ///< stage 3: units smaller than this are never freed
+  int prefetch_depth = 1;           ///< stage 3: gathers kept in flight beyond the current unit
+  size_t resident_below_bytes = 0;  ///< stage 3: units smaller than this are never freed
   /// The ranks holding the rest of the model (tensor- and pipeline-parallel peers, one per other
   /// slice): clipping sums the squared gradient norm over them too, so it sees the whole model.
   /// Empty: this engine's tensors are the whole model.

@@ -28,7 +28,22 @@ constexpr double gather_bus_bytes(double total, int n) {
 
 /// Element type of a buffer. f16 is IEEE binary16, bf16 is bfloat16 (both stored as 16 bits);
 /// boolean is one byte holding 0 or 1; c64 and c128 are complex float and double (re, im).
-enum class DataType : uint8_t { f32, f64, f16, bf16, i8, u8, i32, i64, boolean, i16, u32, u64, c64, c128 };
+enum class DataType : uint8_t {
+  f32,
+  f64,
+  f16,
+  bf16,
+  i8,
+  u8,
+  i32,
+  i64,
+  boolean,
+  i16,
+  u32,
+  u64,
+  c64,
+  c128
+};
 /// The last DataType, for range checks of values that crossed a language boundary.
 inline constexpr DataType kLastDataType = DataType::c128;
 
@@ -46,11 +61,25 @@ enum class MemoryKind : uint8_t { host, cuda };
 /// call computes it several times.
 constexpr size_t dtype_size(DataType t) {
   switch (t) {
-    case DataType::c128: return 16;
-    case DataType::f64: case DataType::i64: case DataType::u64: case DataType::c64: return 8;
-    case DataType::f32: case DataType::i32: case DataType::u32: return 4;
-    case DataType::f16: case DataType::bf16: case DataType::i16: return 2;
-    case DataType::i8: case DataType::u8: case DataType::boolean: return 1;
+    case DataType::c128:
+      return 16;
+    case DataType::f64:
+    case DataType::i64:
+    case DataType::u64:
+    case DataType::c64:
+      return 8;
+    case DataType::f32:
+    case DataType::i32:
+    case DataType::u32:
+      return 4;
+    case DataType::f16:
+    case DataType::bf16:
+    case DataType::i16:
+      return 2;
+    case DataType::i8:
+    case DataType::u8:
+    case DataType::boolean:
+      return 1;
   }
   return 0;
 }
@@ -60,23 +89,64 @@ std::string_view dtype_name(DataType t);
 std::string_view op_name(ReduceOp op);
 
 /// 16-bit floating point storage types. Arithmetic goes through float.
-struct f16_t { uint16_t bits; };
-struct bf16_t { uint16_t bits; };
+struct f16_t {
+  uint16_t bits;
+};
+struct bf16_t {
+  uint16_t bits;
+};
 
 /// Maps a C++ element type to its DataType (f16_t/bf16_t for the 16-bit floats).
-template <typename T> constexpr DataType dtype_of() = delete;  // no Strata dtype for T
-template <> constexpr DataType dtype_of<float>() { return DataType::f32; }
-template <> constexpr DataType dtype_of<double>() { return DataType::f64; }
-template <> constexpr DataType dtype_of<f16_t>() { return DataType::f16; }
-template <> constexpr DataType dtype_of<bf16_t>() { return DataType::bf16; }
-template <> constexpr DataType dtype_of<int8_t>() { return DataType::i8; }
-template <> constexpr DataType dtype_of<uint8_t>() { return DataType::u8; }
-template <> constexpr DataType dtype_of<int32_t>() { return DataType::i32; }
-template <> constexpr DataType dtype_of<int64_t>() { return DataType::i64; }
-template <> constexpr DataType dtype_of<bool>() { return DataType::boolean; }
-template <> constexpr DataType dtype_of<int16_t>() { return DataType::i16; }
-template <> constexpr DataType dtype_of<uint32_t>() { return DataType::u32; }
-template <> constexpr DataType dtype_of<uint64_t>() { return DataType::u64; }
+template <typename T>
+constexpr DataType dtype_of() = delete;  // no Strata dtype for T
+template <>
+constexpr DataType dtype_of<float>() {
+  return DataType::f32;
+}
+template <>
+constexpr DataType dtype_of<double>() {
+  return DataType::f64;
+}
+template <>
+constexpr DataType dtype_of<f16_t>() {
+  return DataType::f16;
+}
+template <>
+constexpr DataType dtype_of<bf16_t>() {
+  return DataType::bf16;
+}
+template <>
+constexpr DataType dtype_of<int8_t>() {
+  return DataType::i8;
+}
+template <>
+constexpr DataType dtype_of<uint8_t>() {
+  return DataType::u8;
+}
+template <>
+constexpr DataType dtype_of<int32_t>() {
+  return DataType::i32;
+}
+template <>
+constexpr DataType dtype_of<int64_t>() {
+  return DataType::i64;
+}
+template <>
+constexpr DataType dtype_of<bool>() {
+  return DataType::boolean;
+}
+template <>
+constexpr DataType dtype_of<int16_t>() {
+  return DataType::i16;
+}
+template <>
+constexpr DataType dtype_of<uint32_t>() {
+  return DataType::u32;
+}
+template <>
+constexpr DataType dtype_of<uint64_t>() {
+  return DataType::u64;
+}
 
 /// A non-owning view of `count` elements of `dtype` at `data`, in memory of kind `memory`.
 /// Collectives take views; the caller keeps the memory alive until the operation's Work completes.
@@ -98,7 +168,10 @@ Buffer buffer(std::span<T> s, MemoryKind memory = MemoryKind::host) {
 
 /// Convenience for contiguous containers (std::vector, std::array).
 template <typename C>
-  requires requires(C& c) { c.data(); c.size(); }
+requires requires(C& c) {
+  c.data();
+  c.size();
+}
 Buffer buffer(C& c, MemoryKind memory = MemoryKind::host) {
   return buffer(std::span(c.data(), c.size()), memory);
 }

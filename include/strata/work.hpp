@@ -7,7 +7,9 @@
 
 namespace strata {
 
-namespace detail { struct WorkState; }
+namespace detail {
+struct WorkState;
+}
 
 /// Communicator::recv from whichever rank sends first.
 inline constexpr int kAnySource = -1;

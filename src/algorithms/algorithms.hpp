@@ -9,9 +9,9 @@
 #include <cstddef>
 
 #include "kernels/blocks.hpp"
+#include "strata/types.hpp"
 #include "transport/p2p.hpp"
 #include "transport/tags.hpp"
-#include "strata/types.hpp"
 
 namespace strata::algo {
 

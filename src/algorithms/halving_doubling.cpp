@@ -32,12 +32,14 @@ void halving_doubling_all_reduce(P2P& p, const void* in, void* out, size_t count
       const int partner = f.real(v ^ mask), half = len / 2;
       const int keep = (v & mask) ? lo + half : lo, give = (v & mask) ? lo : lo + half;
       const size_t keep_bytes = off(keep + half) - off(keep);
-      sendrecv(p, partner, data + off(give), off(give + half) - off(give), partner, tmp,
-               keep_bytes, step);
+      sendrecv(p, partner, data + off(give), off(give + half) - off(give), partner, tmp, keep_bytes,
+               step);
       uint8_t* mine = data + off(keep);
       const size_t elems = keep_bytes / es;
-      if (partner < r) kernels::reduce(mine, tmp, mine, elems, dt, op);
-      else kernels::reduce(mine, mine, tmp, elems, dt, op);
+      if (partner < r)
+        kernels::reduce(mine, tmp, mine, elems, dt, op);
+      else
+        kernels::reduce(mine, mine, tmp, elems, dt, op);
       lo = keep, len = half;
     }
     if (op == ReduceOp::avg) kernels::divide_by(data + off(v), b.count(v), dt, n);

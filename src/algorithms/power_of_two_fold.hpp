@@ -11,9 +11,9 @@
 namespace strata::algo {
 
 struct Fold {
-  int pow2;    // p
-  int rem;     // n - p
-  int vrank;   // this rank among the p active ones, or -1 if it sits out
+  int pow2;   // p
+  int rem;    // n - p
+  int vrank;  // this rank among the p active ones, or -1 if it sits out
   /// The real rank of active rank v.
   int real(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
 };

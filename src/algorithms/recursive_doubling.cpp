@@ -26,8 +26,10 @@ void recursive_doubling_all_reduce(P2P& p, const void* in, void* out, size_t cou
     for (int mask = 1; mask < f.pow2; mask <<= 1, ++step) {
       const int partner = f.real(f.vrank ^ mask);
       sendrecv(p, partner, out, bytes, partner, tmp, bytes, step);
-      if (partner < r) kernels::reduce(out, tmp, out, count, dt, op);
-      else kernels::reduce(out, out, tmp, count, dt, op);
+      if (partner < r)
+        kernels::reduce(out, tmp, out, count, dt, op);
+      else
+        kernels::reduce(out, out, tmp, count, dt, op);
     }
   }
   unfold(p, f, out, bytes);

@@ -20,7 +20,9 @@ template <typename Layout>
 void run(P2P& p, const void* in, void* out, const Layout& b, DataType dt, ReduceOp op) {
   const int n = p.size(), r = p.rank();
   const size_t es = dtype_size(dt);
-  auto block = [&](const void* base, int i) { return static_cast<const uint8_t*>(base) + b.offset(i) * es; };
+  auto block = [&](const void* base, int i) {
+    return static_cast<const uint8_t*>(base) + b.offset(i) * es;
+  };
   if (n == 1) {
     if (out != in) std::memmove(out, in, b.count(0) * es);
     if (op == ReduceOp::avg) kernels::divide_by(out, b.count(0), dt, 1);
@@ -46,7 +48,8 @@ void run(P2P& p, const void* in, void* out, const Layout& b, DataType dt, Reduce
 
   std::vector<Request> sends(chunks(mod(r - 1))), recvs(chunks(mod(r - 2)));
   for (size_t k = 0; k < sends.size(); ++k) {
-    sends[k] = p.isend(next, block(in, mod(r - 1)) + k * chunk * es, chunk_len(mod(r - 1), k) * es, tag(0, k));
+    sends[k] = p.isend(next, block(in, mod(r - 1)) + k * chunk * es, chunk_len(mod(r - 1), k) * es,
+                       tag(0, k));
   }
   for (size_t k = 0; k < recvs.size(); ++k) {
     recvs[k] = p.irecv(prev, bufs[0] + k * chunk * es, chunk_len(mod(r - 2), k) * es, tag(0, k));

@@ -23,7 +23,8 @@ double number(const char* name, double fallback, double lo, double hi, bool whol
   const bool is_number = end != v && *end == '\0' && !std::isspace(static_cast<unsigned char>(*v));
   if (!is_number || !std::isfinite(d) || d < lo || d > hi || (whole && d != std::floor(d))) {
     std::ostringstream range;
-    range << std::setprecision(12) << (whole ? "a whole number" : "a number") << " from " << lo << " to " << hi;
+    range << std::setprecision(12) << (whole ? "a whole number" : "a number") << " from " << lo
+          << " to " << hi;
     throw Error(ErrorCode::invalid_argument, {.op = "config"},
                 std::string(name) + "='" + v + "' is not " + range.str());
   }
@@ -55,8 +56,10 @@ Config load() {
     mode = text("STRATA_SHM_STORES");
     name = "STRATA_SHM_STORES";
   }
-  if (mode == "ordinary") c.shm_write_mode = ShmWriteMode::ordinary;
-  else if (mode == "streaming") c.shm_write_mode = ShmWriteMode::streaming;
+  if (mode == "ordinary")
+    c.shm_write_mode = ShmWriteMode::ordinary;
+  else if (mode == "streaming")
+    c.shm_write_mode = ShmWriteMode::streaming;
   else if (!mode.empty() && mode != "auto") {
     throw Error(ErrorCode::invalid_argument, {.op = "config"},
                 std::string(name) + "='" + mode + "' is not auto, ordinary or streaming");

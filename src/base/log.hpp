@@ -32,7 +32,7 @@ class Line {
 
 }  // namespace strata::log
 
-#define STRATA_LOG(LEVEL, SUBSYS)                                   \
-  if (!::strata::log::enabled(::strata::log::Level::LEVEL)) {       \
-  } else                                                            \
+#define STRATA_LOG(LEVEL, SUBSYS)                             \
+  if (!::strata::log::enabled(::strata::log::Level::LEVEL)) { \
+  } else                                                      \
     ::strata::log::Line(::strata::log::Level::LEVEL, SUBSYS)

@@ -7,34 +7,56 @@ namespace strata {
 
 std::string_view dtype_name(DataType t) {
   switch (t) {
-    case DataType::f32: return "f32";
-    case DataType::f64: return "f64";
-    case DataType::f16: return "f16";
-    case DataType::bf16: return "bf16";
-    case DataType::i8: return "i8";
-    case DataType::u8: return "u8";
-    case DataType::i32: return "i32";
-    case DataType::i64: return "i64";
-    case DataType::boolean: return "bool";
-    case DataType::i16: return "i16";
-    case DataType::u32: return "u32";
-    case DataType::u64: return "u64";
-    case DataType::c64: return "c64";
-    case DataType::c128: return "c128";
+    case DataType::f32:
+      return "f32";
+    case DataType::f64:
+      return "f64";
+    case DataType::f16:
+      return "f16";
+    case DataType::bf16:
+      return "bf16";
+    case DataType::i8:
+      return "i8";
+    case DataType::u8:
+      return "u8";
+    case DataType::i32:
+      return "i32";
+    case DataType::i64:
+      return "i64";
+    case DataType::boolean:
+      return "bool";
+    case DataType::i16:
+      return "i16";
+    case DataType::u32:
+      return "u32";
+    case DataType::u64:
+      return "u64";
+    case DataType::c64:
+      return "c64";
+    case DataType::c128:
+      return "c128";
   }
   return "?";
 }
 
 std::string_view op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::band: return "band";
-    case ReduceOp::bor: return "bor";
-    case ReduceOp::bxor: return "bxor";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::band:
+      return "band";
+    case ReduceOp::bor:
+      return "bor";
+    case ReduceOp::bxor:
+      return "bxor";
   }
   return "?";
 }

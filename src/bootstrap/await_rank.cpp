@@ -49,7 +49,8 @@ bool in_slices(std::chrono::milliseconds timeout,
                const std::function<bool()>& stop) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     try {
       call(std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(kSlice)));
       return true;
@@ -79,8 +80,9 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
     return gone;
   };
   try {
-    if (in_slices(timeout, [&](std::chrono::milliseconds slice) { value = store.get(key, slice); },
-                  give_up)) {
+    if (in_slices(
+            timeout, [&](std::chrono::milliseconds slice) { value = store.get(key, slice); },
+            give_up)) {
       return value;
     }
     // It may have published, then exited, between the last try and the check.
@@ -94,14 +96,14 @@ Bytes get_published(Store& store, const std::string& key, int owner, const std::
     if (e.code() == ErrorCode::peer_failure && e.where().peer >= 0) throw;  // culprit known
     if (e.code() == ErrorCode::timeout) {
       throw Error(ErrorCode::timeout, w,
-                  "timed out after " + std::to_string(timeout.count()) + " ms waiting for " +
-                      who + " to publish " + what + " (store key '" + key + "'; is " + who +
+                  "timed out after " + std::to_string(timeout.count()) + " ms waiting for " + who +
+                      " to publish " + what + " (store key '" + key + "'; is " + who +
                       " alive and creating the same communicator?)");
     }
     if (e.code() == ErrorCode::peer_failure) {
-      throw Error(ErrorCode::peer_failure, w,
-                  "lost the store while waiting for " + who + " to publish " + what + ": " +
-                      e.what());
+      throw Error(
+          ErrorCode::peer_failure, w,
+          "lost the store while waiting for " + who + " to publish " + what + ": " + e.what());
     }
     throw Error(e.code(), w, "waiting for " + who + " to publish " + what + ": " + e.what());
   }

@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "bootstrap/job_env.hpp"
-#include "bootstrap/job_store.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "bootstrap/job_env.hpp"
+#include "bootstrap/job_store.hpp"
 #include "strata/error.hpp"
 
 namespace strata::bootstrap {

@@ -20,8 +20,9 @@ int integer(const char* name, int fallback, bool required) {
   const char* v = env(name);
   if (!v) {
     if (required) {
-      throw Error(ErrorCode::invalid_argument, {.op = "bootstrap"},
-                  std::string(name) + " is not set (launch with mpirun, torchrun, srun or strata-run)");
+      throw Error(
+          ErrorCode::invalid_argument, {.op = "bootstrap"},
+          std::string(name) + " is not set (launch with mpirun, torchrun, srun or strata-run)");
     }
     return fallback;
   }
@@ -50,8 +51,8 @@ void read_slurm(JobEnv& e) {
   e.local_rank = integer("SLURM_LOCALID", 0, false);
   const char* per_node = env("SLURM_STEP_TASKS_PER_NODE") ? env("SLURM_STEP_TASKS_PER_NODE")
                                                           : env("SLURM_TASKS_PER_NODE");
-  e.local_size = per_node ? slurm_tasks_on_node(per_node, integer("SLURM_NODEID", 0, false))
-                          : e.size;
+  e.local_size =
+      per_node ? slurm_tasks_on_node(per_node, integer("SLURM_NODEID", 0, false)) : e.size;
   const char* nodes = nullptr;
   for (const char* n : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
     if (!nodes) nodes = env(n);
@@ -69,9 +70,9 @@ void read_slurm(JobEnv& e) {
   // Every rank derives the same port; concurrent steps on one node get different ones.
   e.master_port = env("MASTER_PORT") ? integer("MASTER_PORT", 0, true)
                                      : 20000 + int((uint64_t(job) * 131 + uint64_t(step)) % 20000);
-  e.token = env("STRATA_JOB_TOKEN") ? env("STRATA_JOB_TOKEN")
-                                    : derived_token("slurm|" + std::to_string(job) + "." +
-                                                    std::to_string(step));
+  e.token = env("STRATA_JOB_TOKEN")
+                ? env("STRATA_JOB_TOKEN")
+                : derived_token("slurm|" + std::to_string(job) + "." + std::to_string(step));
 }
 
 }  // namespace
@@ -84,8 +85,8 @@ std::string first_slurm_host(const std::string& list) {
   // prefix[a-b,c...]: the first range's first number, with its zero padding.
   size_t end = bracket + 1;
   while (end < list.size() && std::isdigit(static_cast<unsigned char>(list[end]))) ++end;
-  if (end == bracket + 1 || end == list.size() || (list[end] != '-' && list[end] != ',' &&
-                                                   list[end] != ']')) {
+  if (end == bracket + 1 || end == list.size() ||
+      (list[end] != '-' && list[end] != ',' && list[end] != ']')) {
     malformed("SLURM_NODELIST", list, "is not a Slurm hostlist (name[1-4,7],other)");
   }
   std::string host = list.substr(0, bracket) + list.substr(bracket + 1, end - bracket - 1);
@@ -93,8 +94,8 @@ std::string first_slurm_host(const std::string& list) {
   const size_t close = list.find(']', end);
   if (close == std::string::npos) malformed("SLURM_NODELIST", list, "has an unclosed '['");
   const size_t after = list.find(',', close);
-  return host + list.substr(close + 1, after == std::string::npos ? std::string::npos
-                                                                   : after - close - 1);
+  return host +
+         list.substr(close + 1, after == std::string::npos ? std::string::npos : after - close - 1);
 }
 
 int slurm_tasks_on_node(const std::string& list, int node) {
@@ -103,7 +104,8 @@ int slurm_tasks_on_node(const std::string& list, int node) {
   int first_node = 0;
   while (at < list.size()) {
     size_t next = list.find(',', at);
-    const std::string item = list.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    const std::string item =
+        list.substr(at, next == std::string::npos ? std::string::npos : next - at);
     int tasks = 0, repeat = 1;
     char tail[8] = {};
     if (std::sscanf(item.c_str(), "%d(x%d)%7s", &tasks, &repeat, tail) < 1 || tasks < 1 ||
@@ -115,7 +117,8 @@ int slurm_tasks_on_node(const std::string& list, int node) {
     if (next == std::string::npos) break;
     at = next + 1;
   }
-  malformed("SLURM_TASKS_PER_NODE", list, ("has no entry for node " + std::to_string(node)).c_str());
+  malformed("SLURM_TASKS_PER_NODE", list,
+            ("has no entry for node " + std::to_string(node)).c_str());
 }
 
 JobEnv read_job_env() {
@@ -146,9 +149,9 @@ JobEnv read_job_env() {
     }
   }
   if (e.size < 1 || e.rank >= e.size) {
-    throw Error(ErrorCode::invalid_argument, {.op = "bootstrap"},
-                "rank " + std::to_string(e.rank) + " is not below world size " +
-                    std::to_string(e.size));
+    throw Error(
+        ErrorCode::invalid_argument, {.op = "bootstrap"},
+        "rank " + std::to_string(e.rank) + " is not below world size " + std::to_string(e.size));
   }
   return e;
 }

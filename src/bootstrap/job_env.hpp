@@ -17,7 +17,7 @@ struct JobEnv {
   int local_size = 1;
   std::string master_addr;  // torchrun, slurm: where rank 0's store listens
   int master_port = 0;
-  std::string token;        // per-job secret for the store
+  std::string token;  // per-job secret for the store
 };
 
 /// Reads the environment; throws strata::Error naming the missing or malformed variable.

@@ -26,7 +26,8 @@ auto blame_rank0(F&& f) {
     w.peer = 0;
     throw Error(ErrorCode::peer_failure, w,
                 std::string("the job's store, served by rank 0, is gone or was never up (did "
-                            "rank 0 die?): ") + e.what());
+                            "rank 0 die?): ") +
+                    e.what());
   }
 }
 

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <sstream>
 
-#include "bootstrap/await_rank.hpp"
 #include "base/config.hpp"
+#include "bootstrap/await_rank.hpp"
 
 namespace strata::bootstrap {
 
@@ -73,8 +73,8 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
   std::vector<bool> cpus(CPU_SETSIZE);
   NodeLayoutInfo info;
   for (int r = 0; r < size; ++r) {
-    Bytes b = get_published(store, "node/" + std::to_string(r), r, "its node identity", where,
-                            timeout);
+    Bytes b =
+        get_published(store, "node/" + std::to_string(r), r, "its node identity", where, timeout);
     std::istringstream text(std::string(b.begin(), b.end()));
     std::string id, kernel, process, cpu_list, rank_links, rank_size;
     std::getline(text, id);

@@ -31,10 +31,18 @@ void reduce_typed(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
   using W = Wide<T>;
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: apply(out, a, b, n, [](T x, T y) { return T(W(x) + W(y)); }); break;
-    case ReduceOp::prod: apply(out, a, b, n, [](T x, T y) { return T(W(x) * W(y)); }); break;
-    case ReduceOp::min: apply(out, a, b, n, [](T x, T y) { return std::min(x, y); }); break;
-    case ReduceOp::max: apply(out, a, b, n, [](T x, T y) { return std::max(x, y); }); break;
+    case ReduceOp::avg:
+      apply(out, a, b, n, [](T x, T y) { return T(W(x) + W(y)); });
+      break;
+    case ReduceOp::prod:
+      apply(out, a, b, n, [](T x, T y) { return T(W(x) * W(y)); });
+      break;
+    case ReduceOp::min:
+      apply(out, a, b, n, [](T x, T y) { return std::min(x, y); });
+      break;
+    case ReduceOp::max:
+      apply(out, a, b, n, [](T x, T y) { return std::max(x, y); });
+      break;
     case ReduceOp::band:
     case ReduceOp::bor:
     case ReduceOp::bxor:
@@ -52,12 +60,19 @@ void reduce_bool(uint8_t* out, const uint8_t* a, const uint8_t* b, size_t n, Red
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::max:
-    case ReduceOp::bor: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x | y); }); break;
+    case ReduceOp::bor:
+      apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x | y); });
+      break;
     case ReduceOp::prod:
     case ReduceOp::min:
-    case ReduceOp::band: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x & y); }); break;
-    case ReduceOp::bxor: apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x ^ y); }); break;
-    case ReduceOp::avg: break;  // refused by supports()
+    case ReduceOp::band:
+      apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x & y); });
+      break;
+    case ReduceOp::bxor:
+      apply(out, a, b, n, [](uint8_t x, uint8_t y) { return uint8_t(x ^ y); });
+      break;
+    case ReduceOp::avg:
+      break;  // refused by supports()
   }
 }
 
@@ -80,15 +95,22 @@ template <typename H, typename Widen, typename Narrow>
 void reduce_half(H* out, const H* a, const H* b, size_t n, ReduceOp op, Widen w, Narrow nr) {
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: apply(out, a, b, n, [&](H x, H y) { return nr(w(x) + w(y)); }); break;
-    case ReduceOp::prod: apply(out, a, b, n, [&](H x, H y) { return nr(w(x) * w(y)); }); break;
+    case ReduceOp::avg:
+      apply(out, a, b, n, [&](H x, H y) { return nr(w(x) + w(y)); });
+      break;
+    case ReduceOp::prod:
+      apply(out, a, b, n, [&](H x, H y) { return nr(w(x) * w(y)); });
+      break;
     case ReduceOp::min:
       apply(out, a, b, n, [&](H x, H y) { return w(y) < w(x) ? y : x; });
       break;
     case ReduceOp::max:
       apply(out, a, b, n, [&](H x, H y) { return w(x) < w(y) ? y : x; });
       break;
-    case ReduceOp::band: case ReduceOp::bor: case ReduceOp::bxor: break;  // refused by supports()
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor:
+      break;  // refused by supports()
   }
 }
 
@@ -107,8 +129,8 @@ void divide_typed(T* d, size_t n, int k) {
 
 // Compiled for AVX-512, AVX2 and baseline x86-64, picked at load time; flatten inlines the typed
 // loops into each clone so they vectorize for its instruction set.
-__attribute__((target_clones("avx512f", "avx2", "default"), flatten))
-void reduce(void* out, const void* a, const void* b, size_t n, DataType dtype, ReduceOp op) {
+__attribute__((target_clones("avx512f", "avx2", "default"), flatten)) void reduce(
+    void* out, const void* a, const void* b, size_t n, DataType dtype, ReduceOp op) {
   switch (dtype) {
     case DataType::f32:
       reduce_typed(static_cast<float*>(out), static_cast<const float*>(a),
@@ -159,32 +181,55 @@ void reduce(void* out, const void* a, const void* b, size_t n, DataType dtype, R
                      static_cast<const double*>(b), n, op);
       break;
     case DataType::f16:
-      reduce_half(static_cast<f16_t*>(out), static_cast<const f16_t*>(a),
-                  static_cast<const f16_t*>(b), n, op, [](f16_t v) { return to_float(v); },
-                  [](float v) { return to_f16(v); });
+      reduce_half(
+          static_cast<f16_t*>(out), static_cast<const f16_t*>(a), static_cast<const f16_t*>(b), n,
+          op, [](f16_t v) { return to_float(v); }, [](float v) { return to_f16(v); });
       break;
     case DataType::bf16:
-      reduce_half(static_cast<bf16_t*>(out), static_cast<const bf16_t*>(a),
-                  static_cast<const bf16_t*>(b), n, op, [](bf16_t v) { return to_float(v); },
-                  [](float v) { return to_bf16(v); });
+      reduce_half(
+          static_cast<bf16_t*>(out), static_cast<const bf16_t*>(a), static_cast<const bf16_t*>(b),
+          n, op, [](bf16_t v) { return to_float(v); }, [](float v) { return to_bf16(v); });
       break;
   }
 }
 
 void divide_by(void* data, size_t n, DataType dtype, int k) {
   switch (dtype) {
-    case DataType::f32: divide_typed(static_cast<float*>(data), n, k); break;
-    case DataType::f64: divide_typed(static_cast<double*>(data), n, k); break;
-    case DataType::i8: divide_typed(static_cast<int8_t*>(data), n, k); break;
-    case DataType::u8: divide_typed(static_cast<uint8_t*>(data), n, k); break;
-    case DataType::i32: divide_typed(static_cast<int32_t*>(data), n, k); break;
-    case DataType::i64: divide_typed(static_cast<int64_t*>(data), n, k); break;
-    case DataType::i16: divide_typed(static_cast<int16_t*>(data), n, k); break;
-    case DataType::u32: divide_typed(static_cast<uint32_t*>(data), n, k); break;
-    case DataType::u64: divide_typed(static_cast<uint64_t*>(data), n, k); break;
-    case DataType::c64: divide_typed(static_cast<float*>(data), 2 * n, k); break;
-    case DataType::c128: divide_typed(static_cast<double*>(data), 2 * n, k); break;
-    case DataType::boolean: break;  // avg is refused for boolean
+    case DataType::f32:
+      divide_typed(static_cast<float*>(data), n, k);
+      break;
+    case DataType::f64:
+      divide_typed(static_cast<double*>(data), n, k);
+      break;
+    case DataType::i8:
+      divide_typed(static_cast<int8_t*>(data), n, k);
+      break;
+    case DataType::u8:
+      divide_typed(static_cast<uint8_t*>(data), n, k);
+      break;
+    case DataType::i32:
+      divide_typed(static_cast<int32_t*>(data), n, k);
+      break;
+    case DataType::i64:
+      divide_typed(static_cast<int64_t*>(data), n, k);
+      break;
+    case DataType::i16:
+      divide_typed(static_cast<int16_t*>(data), n, k);
+      break;
+    case DataType::u32:
+      divide_typed(static_cast<uint32_t*>(data), n, k);
+      break;
+    case DataType::u64:
+      divide_typed(static_cast<uint64_t*>(data), n, k);
+      break;
+    case DataType::c64:
+      divide_typed(static_cast<float*>(data), 2 * n, k);
+      break;
+    case DataType::c128:
+      divide_typed(static_cast<double*>(data), 2 * n, k);
+      break;
+    case DataType::boolean:
+      break;  // avg is refused for boolean
     case DataType::f16: {
       auto* d = static_cast<f16_t*>(data);
       for (size_t i = 0; i < n; ++i) d[i] = to_f16(to_float(d[i]) / float(k));
@@ -201,13 +246,23 @@ void divide_by(void* data, size_t n, DataType dtype, int k) {
 bool supports(DataType dtype, ReduceOp op) {
   const bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
   switch (dtype) {
-    case DataType::f32: case DataType::f64: case DataType::f16: case DataType::bf16:
+    case DataType::f32:
+    case DataType::f64:
+    case DataType::f16:
+    case DataType::bf16:
       return !bitwise;
-    case DataType::c64: case DataType::c128:
+    case DataType::c64:
+    case DataType::c128:
       return op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::avg;
-    case DataType::boolean: return op != ReduceOp::avg;
-    case DataType::i8: case DataType::u8: case DataType::i16: case DataType::i32:
-    case DataType::i64: case DataType::u32: case DataType::u64:
+    case DataType::boolean:
+      return op != ReduceOp::avg;
+    case DataType::i8:
+    case DataType::u8:
+    case DataType::i16:
+    case DataType::i32:
+    case DataType::i64:
+    case DataType::u32:
+    case DataType::u64:
       return true;
   }
   return false;

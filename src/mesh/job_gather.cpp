@@ -29,9 +29,8 @@ std::vector<std::vector<uint8_t>> all_gather_bytes(Communicator& comm,
 JobTopology JobTopology::gather(Communicator& comm) {
   const NodeTopology node = detect_node();
   const RankPlacement me = place_rank(node, comm.rank());
-  return gather(node, me, [&](const std::vector<uint8_t>& mine) {
-    return all_gather_bytes(comm, mine);
-  });
+  return gather(node, me,
+                [&](const std::vector<uint8_t>& mine) { return all_gather_bytes(comm, mine); });
 }
 
 }  // namespace strata

@@ -38,11 +38,16 @@ int MeshShape::operator[](Dim d) const {
 
 int& MeshShape::operator[](Dim d) {
   switch (d) {
-    case Dim::tp: return tp;
-    case Dim::cp: return cp;
-    case Dim::ep: return ep;
-    case Dim::dp: return dp;
-    case Dim::pp: return pp;
+    case Dim::tp:
+      return tp;
+    case Dim::cp:
+      return cp;
+    case Dim::ep:
+      return ep;
+    case Dim::dp:
+      return dp;
+    case Dim::pp:
+      return pp;
   }
   return tp;
 }
@@ -58,7 +63,8 @@ MeshShape MeshShape::resolved(int world) const {
   for (Dim d : kOrder)
     if (s[d] < (d == Dim::dp ? 0 : 1))
       topo::fail("mesh " + to_string() + ": " + std::string(dim_name(d)) + "=" +
-                 std::to_string(s[d]) + " must be at least 1" + (d == Dim::dp ? " (or 0: fill)" : ""));
+                 std::to_string(s[d]) + " must be at least 1" +
+                 (d == Dim::dp ? " (or 0: fill)" : ""));
   const int fixed = s.tp * s.cp * s.ep * s.pp;
   if (s.dp == 0) {
     if (world % fixed != 0)
@@ -122,8 +128,9 @@ void validate_mesh(const MeshShape& shape, const JobTopology& job, const MeshOpt
     const std::string what = "mesh " + shape.to_string() + ": TP group of world ranks " + list(g) +
                              " spans nodes " + where;
     if (!options.allow_cross_node_tp)
-      topo::fail(what + "; TP traffic needs a node's fast links (MeshOptions::allow_cross_node_tp "
-                        "permits it)");
+      topo::fail(what +
+                 "; TP traffic needs a node's fast links (MeshOptions::allow_cross_node_tp "
+                 "permits it)");
     STRATA_LOG(WARN, "MESH") << what << " (allowed by allow_cross_node_tp)";
   }
 }
@@ -134,7 +141,8 @@ MeshShape propose_mesh(const JobTopology& job, int pp) {
     topo::fail("propose_mesh: pp=" + std::to_string(pp) + " does not divide the world size " +
                std::to_string(world));
   size_t smallest = SIZE_MAX;
-  for (size_t n = 0; n < job.nodes.size(); ++n) smallest = std::min(smallest, job.ranks_on(n).size());
+  for (size_t n = 0; n < job.nodes.size(); ++n)
+    smallest = std::min(smallest, job.ranks_on(n).size());
   // The fast island around the first rank of the smallest node: ranks whose GPU it reaches over
   // NVLink; a CPU rank's island is its whole node (shared memory).
   int island = int(smallest);
@@ -158,8 +166,11 @@ MeshShape propose_mesh(const JobTopology& job, int pp) {
 }
 
 Mesh::Mesh(Communicator world, MeshShape shape, JobTopology topology, MeshOptions options)
-    : world_(std::move(world)), shape_(shape), topology_(std::move(topology)),
-      options_(std::move(options)), coords_(shape_.coords(world_.rank())) {}
+    : world_(std::move(world)),
+      shape_(shape),
+      topology_(std::move(topology)),
+      options_(std::move(options)),
+      coords_(shape_.coords(world_.rank())) {}
 
 Mesh Mesh::create(Communicator& world, const MeshShape& requested, const MeshOptions& options) {
   const MeshShape shape = requested.resolved(world.size());

@@ -49,13 +49,12 @@ Work call(Group& g, algo::Collective coll, const algo::Args& a) {
     // Equal blocks: the counts the pairwise exchange reads live in the queued closure.
     std::vector<size_t> counts(n, a.count), displs(n);
     for (size_t i = 0; i < n; ++i) displs[i] = a.count * i;
-    return g.collective(name, root, data, reduce, bytes,
-                        [&algo, a, counts, displs](algo::Exec& e) {
-                          algo::Args args = a;
-                          args.send_counts = args.recv_counts = counts.data();
-                          args.send_displs = args.recv_displs = displs.data();
-                          algo.run(e, args);
-                        });
+    return g.collective(name, root, data, reduce, bytes, [&algo, a, counts, displs](algo::Exec& e) {
+      algo::Args args = a;
+      args.send_counts = args.recv_counts = counts.data();
+      args.send_displs = args.recv_displs = displs.data();
+      algo.run(e, args);
+    });
   }
   if (algo.immediate && a.count > 0) {
     const Buffer in{const_cast<void*>(a.in), a.count, a.dtype}, out{a.out, a.count, a.dtype};

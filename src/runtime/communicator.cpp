@@ -6,9 +6,9 @@
 #include <numeric>
 
 #include "algorithms/algorithms.hpp"
-#include "runtime/communicator_impl.hpp"
 #include "runtime/argument_checks.hpp"
 #include "runtime/calls.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace strata {
 namespace {
@@ -45,8 +45,8 @@ Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int si
                                   const CommOptions& options) {
   if (!store || size < 1 || rank < 0 || rank >= size) {
     throw Error(ErrorCode::invalid_argument, {.rank = rank, .group = options.name, .op = "create"},
-                "need a store and 0 <= rank < size (got rank " + std::to_string(rank) +
-                    ", size " + std::to_string(size) + ")");
+                "need a store and 0 <= rank < size (got rank " + std::to_string(rank) + ", size " +
+                    std::to_string(size) + ")");
   }
   return Communicator(runtime::create_group(store, rank, size, options));
 }
@@ -67,9 +67,9 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.count(out, in.count, "output", "all_reduce output has the input's count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, in.data == out.data);
-  return runtime::call(c, algo::Collective::all_reduce,
-                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
-                        .op = op});
+  return runtime::call(
+      c, algo::Collective::all_reduce,
+      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op});
 }
 
 Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
@@ -81,9 +81,9 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
-  return runtime::call(c, algo::Collective::reduce_scatter,
-                       {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype,
-                        .op = op});
+  return runtime::call(
+      c, algo::Collective::reduce_scatter,
+      {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op});
 }
 
 Work Communicator::all_gather(Buffer in, Buffer out) {
@@ -137,8 +137,13 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   const algo::Collective coll = algo::Collective::all_to_allv;
   const algo::Algorithm& a = c.choose(coll, in.bytes());
   return c.collective("all_to_allv", -1, in, -1, in.bytes(), [=, &a](algo::Exec& e) {
-    a.run(e, {.in = in.data, .out = out.data, .dtype = in.dtype, .send_counts = sc.data(),
-              .send_displs = sd.data(), .recv_counts = rc.data(), .recv_displs = rd.data()});
+    a.run(e, {.in = in.data,
+              .out = out.data,
+              .dtype = in.dtype,
+              .send_counts = sc.data(),
+              .send_displs = sd.data(),
+              .recv_counts = rc.data(),
+              .recv_displs = rd.data()});
   });
 }
 
@@ -183,8 +188,11 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
     });
   }
   return runtime::call(c, algo::Collective::broadcast,
-                       {.in = is_root ? in.data : out.data, .out = out.data, .count = out.count,
-                        .dtype = out.dtype, .root = root});
+                       {.in = is_root ? in.data : out.data,
+                        .out = out.data,
+                        .count = out.count,
+                        .dtype = out.dtype,
+                        .root = root});
 }
 
 Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
@@ -203,8 +211,12 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
     });
   }
   return runtime::call(c, algo::Collective::reduce,
-                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype,
-                        .op = op, .root = root});
+                       {.in = in.data,
+                        .out = out.data,
+                        .count = in.count,
+                        .dtype = in.dtype,
+                        .op = op,
+                        .root = root});
 }
 
 Work Communicator::gather(Buffer in, Buffer out, int root) {

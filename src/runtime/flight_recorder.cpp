@@ -101,7 +101,8 @@ std::string FlightRecorder::dump(const std::string& why) const {
     if (r.id != id) continue;
     char line[256];
     auto t = [&](Clock::time_point p) { return p == Clock::time_point{} ? -1.0 : ms(p); };
-    std::snprintf(line, sizeof line, "%8lld  %-4s  %-14s  %-5s  %10zu  %4d  %-7s  %7.1f  %7.1f  %7.1f",
+    std::snprintf(line, sizeof line,
+                  "%8lld  %-4s  %-14s  %-5s  %10zu  %4d  %-7s  %7.1f  %7.1f  %7.1f",
                   static_cast<long long>(r.seq), r.collective ? "coll" : "p2p", r.op.c_str(),
                   r.count ? std::string(dtype_name(r.dtype)).c_str() : "-", r.count, r.peer,
                   kState[int(r.state)], t(r.queued_at), t(r.started_at), t(r.ended_at));
@@ -122,8 +123,8 @@ void FlightRecorder::report(const std::string& why) const {
     }
     for (char& ch : group)
       if (ch == '/') ch = '_';
-    const std::string path = dir + "/strata-flight-" + group + "-rank" +
-                             std::to_string(rank_) + ".txt";
+    const std::string path =
+        dir + "/strata-flight-" + group + "-rank" + std::to_string(rank_) + ".txt";
     std::ofstream f(path, std::ios::app);
     f << text;
     if (f) return;

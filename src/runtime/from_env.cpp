@@ -1,10 +1,10 @@
 // Communicator::from_env: the world communicator of a job started by mpirun, torchrun or
 // strata-run.
-#include "bootstrap/job_env.hpp"
 #include "base/log.hpp"
-#include "transport/ucx/factory.hpp"
+#include "bootstrap/job_env.hpp"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
+#include "transport/ucx/factory.hpp"
 
 namespace strata {
 

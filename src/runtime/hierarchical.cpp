@@ -36,7 +36,11 @@ Work reduce_scatter(Group& g, Buffer in, Buffer out, ReduceOp op) {
 }
 Work reduce(Group& g, Buffer in, Buffer out, ReduceOp op, int root) {
   return call(g, algo::Collective::reduce,
-              {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op,
+              {.in = in.data,
+               .out = out.data,
+               .count = in.count,
+               .dtype = in.dtype,
+               .op = op,
                .root = root});
 }
 Work all_gather(Group& g, Buffer in, Buffer out) {
@@ -45,13 +49,16 @@ Work all_gather(Group& g, Buffer in, Buffer out) {
 }
 Work broadcast(Group& g, Buffer inout, int root) {
   return call(g, algo::Collective::broadcast,
-              {.in = inout.data, .out = inout.data, .count = inout.count, .dtype = inout.dtype,
+              {.in = inout.data,
+               .out = inout.data,
+               .count = inout.count,
+               .dtype = inout.dtype,
                .root = root});
 }
 Work all_to_all(Group& g, Buffer in, Buffer out) {
-  return call(g, algo::Collective::all_to_all,
-              {.in = in.data, .out = out.data, .count = in.count / size_t(g.size),
-               .dtype = in.dtype});
+  return call(
+      g, algo::Collective::all_to_all,
+      {.in = in.data, .out = out.data, .count = in.count / size_t(g.size), .dtype = in.dtype});
 }
 
 void wait(const Work& w, Clock::time_point deadline) {
@@ -91,32 +98,31 @@ void hierarchical_all_reduce(SubGroups& h, const void* in, void* out, size_t cou
   auto reduce_in_node = [&](Chunk& c) {
     kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
-      c.pending.push_back(reduce_scatter(*h.local, 
-          view(in, c.first, c.count, dt),
+      c.pending.push_back(reduce_scatter(
+          *h.local, view(in, c.first, c.count, dt),
           view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt), leg_op));
       return;
     }
     for (int s = 0; s < c.shards; ++s) {
       c.pending.push_back(reduce(*h.local, view(in, c.first + b.offset(s), b.count(s), dt),
-                                         view(out, c.first + b.offset(s), b.count(s), dt),
-                                         leg_op, s));
+                                 view(out, c.first + b.offset(s), b.count(s), dt), leg_op, s));
     }
   };
   // Leg 2: my shard across nodes, on my rail.
   auto reduce_across_nodes = [&](Chunk& c) {
     if (h.local_rank >= c.shards) return;
     kernels::Blocks b{c.count, c.shards};
-    c.pending.push_back(
-        all_reduce(*h.rail, view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt),
-                          leg_op));
+    c.pending.push_back(all_reduce(
+        *h.rail, view(out, c.first + b.offset(h.local_rank), b.count(h.local_rank), dt), leg_op));
   };
   // Leg 3: every shard back to every local rank.
   auto share_in_node = [&](Chunk& c) {
     kernels::Blocks b{c.count, c.shards};
     if (c.shards == local_size && c.count % size_t(local_size) == 0) {
       const size_t each = c.count / size_t(local_size);
-      c.pending.push_back(all_gather(*h.local, 
-          view(out, c.first + each * size_t(h.local_rank), each, dt), view(out, c.first, c.count, dt)));
+      c.pending.push_back(all_gather(*h.local,
+                                     view(out, c.first + each * size_t(h.local_rank), each, dt),
+                                     view(out, c.first, c.count, dt)));
       return;
     }
     for (int s = 0; s < c.shards; ++s)
@@ -162,7 +168,7 @@ void hierarchical_all_gather(SubGroups& h, const void* in, void* out, size_t cou
   // My local index's inputs from every node, then every local index's from my node's peers.
   wait(all_gather(*h.rail, view(in, 0, count, dt), view(across, 0, count * nodes, dt)), deadline);
   wait(all_gather(*h.local, view(across, 0, count * nodes, dt),
-                          view(everything, 0, count * nodes * local, dt)),
+                  view(everything, 0, count * nodes * local, dt)),
        deadline);
   for (size_t j = 0; j < local; ++j)
     for (size_t m = 0; m < nodes; ++m)
@@ -170,20 +176,20 @@ void hierarchical_all_gather(SubGroups& h, const void* in, void* out, size_t cou
                   everything + (j * nodes + m) * bytes, bytes);
 }
 
-void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t count,
-                                 DataType dt, ReduceOp op, Clock::time_point deadline) {
+void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t count, DataType dt,
+                                 ReduceOp op, Clock::time_point deadline) {
   const ReduceOp leg_op = op == ReduceOp::avg ? ReduceOp::sum : op;
   const size_t bytes = count * dtype_size(dt);
   const size_t nodes = h.layout.nodes(), local = size_t(h.local->size);
   uint8_t* by_local = h.scratch_of(bytes * nodes * (local + 1));  // [local rank][node] blocks
-  uint8_t* mine = by_local + bytes * nodes * local;                // [node] blocks
+  uint8_t* mine = by_local + bytes * nodes * local;               // [node] blocks
   for (size_t j = 0; j < local; ++j)
     for (size_t m = 0; m < nodes; ++m)
       std::memcpy(by_local + (j * nodes + m) * bytes,
                   static_cast<const uint8_t*>(in) + size_t(h.layout.ranks_of[m][j]) * bytes, bytes);
   // Sum over my node of the blocks of every rank with my local index, then over the nodes.
   wait(reduce_scatter(*h.local, view(by_local, 0, count * nodes * local, dt),
-                              view(mine, 0, count * nodes, dt), leg_op),
+                      view(mine, 0, count * nodes, dt), leg_op),
        deadline);
   wait(reduce_scatter(*h.rail, view(mine, 0, count * nodes, dt), view(out, 0, count, dt), leg_op),
        deadline);
@@ -197,7 +203,9 @@ void hierarchical_all_to_all(SubGroups& h, const void* in, void* out, size_t cou
   const auto& ranks_of = h.layout.ranks_of;
   uint8_t* a = h.scratch_of(2 * n * bytes);
   uint8_t* b = a + n * bytes;
-  auto block = [&](const void* base, size_t i) { return static_cast<const uint8_t*>(base) + i * bytes; };
+  auto block = [&](const void* base, size_t i) {
+    return static_cast<const uint8_t*>(base) + i * bytes;
+  };
   // a[j][m]: my block for rank (node m, local j); the node exchange gives b[i][m]: local peer i's
   // block for (m, me).
   for (size_t j = 0; j < local; ++j)

@@ -19,8 +19,8 @@ void hierarchical_all_gather(SubGroups& h, const void* in, void* out, size_t cou
                              Clock::time_point deadline);
 /// Reduce-scatter within the node, then across nodes on every rail; even nodes only.
 /// `count` is the output's (per rank) element count.
-void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t count,
-                                 DataType dt, ReduceOp op, Clock::time_point deadline);
+void hierarchical_reduce_scatter(SubGroups& h, const void* in, void* out, size_t count, DataType dt,
+                                 ReduceOp op, Clock::time_point deadline);
 
 /// All-to-all aggregated per node, even nodes only: the node first sorts every block by the local
 /// index of its destination, then each rail exchanges one message per node pair holding all of a

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "base/config.hpp"
-#include "base/spin_policy.hpp"
 #include "base/log.hpp"
+#include "base/spin_policy.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -31,9 +31,11 @@ bool lock_before(std::unique_lock<std::mutex>& l, Clock::time_point limit, GiveU
 
 }  // namespace
 
-OpQueue::OpQueue(std::unique_ptr<transport::Transport> transport, std::shared_ptr<transport::PeerHealth> health,
-               std::chrono::milliseconds timeout)
-    : transport_(std::move(transport)), health_(std::move(health)), timeout_(timeout),
+OpQueue::OpQueue(std::unique_ptr<transport::Transport> transport,
+                 std::shared_ptr<transport::PeerHealth> health, std::chrono::milliseconds timeout)
+    : transport_(std::move(transport)),
+      health_(std::move(health)),
+      timeout_(timeout),
       recorder_(config().flight_records) {
   health_->attach(transport_.get());
   transport_->set_watchdog(health_.get());
@@ -57,7 +59,9 @@ OpQueue::OpQueue(std::unique_ptr<transport::Transport> transport, std::shared_pt
   watch(net_epoll_, transport_->event_fd());
 }
 
-void OpQueue::start() { thread_ = std::thread([this] { progress_loop(); }); }
+void OpQueue::start() {
+  thread_ = std::thread([this] { progress_loop(); });
+}
 
 void OpQueue::stop_thread() {
   stop_ = true;
@@ -103,7 +107,7 @@ void OpQueue::arm_kick(size_t bytes) {
   // A small op never needs an armed timer to fire sooner: skip the clock read and the syscall.
   if (bytes < kLarge && kick_due_.load(std::memory_order_relaxed) != 0) return;
   const auto delay = bytes >= kLarge ? std::chrono::nanoseconds(config().progress_delay)
-                                          : std::chrono::nanoseconds(std::chrono::milliseconds(2));
+                                     : std::chrono::nanoseconds(std::chrono::milliseconds(2));
   const int64_t due = (Clock::now() + delay).time_since_epoch().count();
   int64_t cur = kick_due_.load();
   // Re-arm only when nothing is armed or this op needs it sooner: usually no system call at all.
@@ -142,8 +146,10 @@ void OpQueue::enqueue(Op op, bool front) {
   const size_t bytes = op.bytes;
   {
     std::lock_guard<std::mutex> q(queue_mu_);
-    if (front) queue_.push_front(std::move(op));
-    else queue_.push_back(std::move(op));
+    if (front)
+      queue_.push_front(std::move(op));
+    else
+      queue_.push_back(std::move(op));
   }
   if (sleepers_.load() > 0) transport_->wake();  // a thread asleep on the network must see it
   arm_kick(bytes);
@@ -171,7 +177,7 @@ std::unique_lock<std::mutex> OpQueue::try_claim() {
 }
 
 void OpQueue::record_completed(const ErrorContext& where, DataType dtype, size_t count,
-                              Clock::time_point at) {
+                               Clock::time_point at) {
   recorder_.completed(where, dtype, count, at);
 }
 
@@ -221,9 +227,9 @@ void OpQueue::run_locked(Op& op) {
     return;
   }
   if (!broken_.empty() && op.is_collective) {
-    finish_locked(op, std::make_exception_ptr(Error(
-        ErrorCode::aborted, op.where,
-        "communicator is unusable after an earlier failure: " + broken_)));
+    finish_locked(op, std::make_exception_ptr(
+                          Error(ErrorCode::aborted, op.where,
+                                "communicator is unusable after an earlier failure: " + broken_)));
     return;
   }
   if (op.work->status.load(std::memory_order_relaxed) == detail::WorkState::Status::queued) {
@@ -282,7 +288,8 @@ bool OpQueue::poll_p2p_locked() {
                         (op.where.peer < 0 ? std::string("any peer")
                                            : "peer " + std::to_string(op.where.peer)) +
                         " to match it (STRATA_TIMEOUT; is that rank alive and posting the "
-                        "matching " + (op.where.op == "send" ? "recv" : "send") + "?)");
+                        "matching " +
+                        (op.where.op == "send" ? "recv" : "send") + "?)");
       }
       finish_locked(op, nullptr);
     } catch (const Error& e) {

@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/work_state.hpp"
 #include "runtime/flight_recorder.hpp"
-#include "transport/peer_health.hpp"
+#include "runtime/work_state.hpp"
 #include "strata/error.hpp"
+#include "transport/peer_health.hpp"
 #include "transport/transport.hpp"
 
 namespace strata::runtime {
@@ -36,25 +36,25 @@ namespace strata::runtime {
 /// One queued operation. Collectives run to completion inside `run`; point-to-point operations
 /// post their request in `run` and complete later, when the peer matches it.
 struct Op {
-  ErrorContext where;                 // rank, group, op name, seq, peer
+  ErrorContext where;  // rank, group, op name, seq, peer
   bool is_collective = true;
-  size_t bytes = 0;                   // per rank; small operations are latency-bound
-  DataType dtype = DataType::u8;      // what the flight recorder shows
+  size_t bytes = 0;               // per rank; small operations are latency-bound
+  DataType dtype = DataType::u8;  // what the flight recorder shows
   size_t count = 0;
-  int reduce = -1;                    // the ReduceOp of reductions, else -1
-  uint64_t record = 0;                // its flight-recorder id
+  int reduce = -1;      // the ReduceOp of reductions, else -1
+  uint64_t record = 0;  // its flight-recorder id
   std::function<void(transport::Transport&, Op&)> run;
-  transport::Request request;              // point-to-point only
+  transport::Request request;  // point-to-point only
   Clock::time_point deadline{};
   std::shared_ptr<detail::WorkState> work;
 };
 
 class OpQueue : public std::enable_shared_from_this<OpQueue> {
  public:
-  /// `health` watches the peers of this communicator (transport/peer_health.hpp); the op queue attaches
-  /// its transport to it.
-  OpQueue(std::unique_ptr<transport::Transport> transport, std::shared_ptr<transport::PeerHealth> health,
-         std::chrono::milliseconds timeout);
+  /// `health` watches the peers of this communicator (transport/peer_health.hpp); the op queue
+  /// attaches its transport to it.
+  OpQueue(std::unique_ptr<transport::Transport> transport,
+          std::shared_ptr<transport::PeerHealth> health, std::chrono::milliseconds timeout);
   ~OpQueue();
   /// Starts the progress thread (separate from the constructor: it needs shared_from_this).
   void start();
@@ -85,32 +85,32 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
 
  private:
   // All of the following need exec_mu_.
-  bool step_locked();                 // runs one queued op or polls p2p; true if anything moved
+  bool step_locked();  // runs one queued op or polls p2p; true if anything moved
   void run_locked(Op& op);
   void finish_locked(Op& op, std::exception_ptr e);
   bool poll_p2p_locked();
   void fail_all_locked(const std::function<Error(const ErrorContext&)>& why);
   void progress_loop();
-  void arm_kick(size_t bytes);        // arms the timer that wakes the progress thread
+  void arm_kick(size_t bytes);                 // arms the timer that wakes the progress thread
   void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
   void stop_thread();
   std::shared_ptr<detail::WorkState> new_work();
-  void enqueue(Op op, bool front);    // queues op (at the front: finish_later) and arms the kick
+  void enqueue(Op op, bool front);  // queues op (at the front: finish_later) and arms the kick
 
   std::unique_ptr<transport::Transport> transport_;
   std::shared_ptr<transport::PeerHealth> health_;
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   // Idle, the progress thread wakes this often to look back (Transport::look_back).
   static constexpr auto kLookBackInterval = std::chrono::milliseconds(250);
-  Clock::time_point next_look_back_{};     // guarded by exec_mu_
+  Clock::time_point next_look_back_{};  // guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;
-  std::mutex exec_mu_;                // owner of the transport (taken untimed or by polling)
+  std::mutex exec_mu_;  // owner of the transport (taken untimed or by polling)
   std::mutex queue_mu_;
   std::deque<Op> queue_;
-  std::list<Op> p2p_pending_;         // guarded by exec_mu_
-  std::string broken_;                // first fatal error; guarded by exec_mu_
+  std::list<Op> p2p_pending_;           // guarded by exec_mu_
+  std::string broken_;                  // first fatal error; guarded by exec_mu_
   bool reported_peer_failure_ = false;  // the flight record went out once; guarded by exec_mu_
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};  // abort() ran (or is running)

@@ -69,9 +69,9 @@ SubGroups::SubGroups(const NodeLayout& l, int rank, const std::shared_ptr<Store>
                        local_rank, int(mine.size()), opts);
   opts.name = name + "/rail" + std::to_string(local_rank);
   try {
-    rail = create_group(
-        std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
-        rail_rank, rail_size, opts);
+    rail =
+        create_group(std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(local_rank)),
+                     rail_rank, rail_size, opts);
   } catch (const Error&) {
     local->abort();  // my node's ranks may already wait on me in it
     throw;

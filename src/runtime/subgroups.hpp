@@ -15,7 +15,7 @@ namespace strata::runtime {
 
 /// How a group's ranks sit on nodes, known at creation from every rank's node identity.
 struct NodeLayout {
-  std::vector<int> node_of_rank;          ///< node index of every group rank
+  std::vector<int> node_of_rank;           ///< node index of every group rank
   std::vector<std::vector<int>> ranks_of;  ///< group ranks of every node, ascending
 
   explicit NodeLayout(std::vector<int> node_of_rank);

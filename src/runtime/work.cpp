@@ -43,8 +43,7 @@ double Work::elapsed_seconds() const {
 }
 
 int Work::source() const {
-  return state_ && state_->status.load(std::memory_order_acquire) ==
-                       detail::WorkState::Status::done
+  return state_ && state_->status.load(std::memory_order_acquire) == detail::WorkState::Status::done
              ? state_->source
              : -1;
 }

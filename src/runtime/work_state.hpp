@@ -10,7 +10,9 @@
 
 #include "strata/types.hpp"
 
-namespace strata::runtime { class OpQueue; }
+namespace strata::runtime {
+class OpQueue;
+}
 
 namespace strata::detail {
 
@@ -24,12 +26,12 @@ struct WorkState {
   std::exception_ptr error;               // set before status becomes failed
   Clock::time_point start{}, end{};       // set before status becomes done or failed
   int source = -1;                        // a recv's sender, set before status becomes done
-  std::weak_ptr<runtime::OpQueue> queue;      // lets a waiting thread drive progress inline
+  std::weak_ptr<runtime::OpQueue> queue;  // lets a waiting thread drive progress inline
   std::chrono::milliseconds default_timeout{300000};
   std::mutex mu;
   std::condition_variable cv;
-  std::atomic<int> sleepers{0};           // threads in sleep_until()
-  std::function<void()> on_complete;      // guarded by mu; run once, by whoever sees both
+  std::atomic<int> sleepers{0};       // threads in sleep_until()
+  std::function<void()> on_complete;  // guarded by mu; run once, by whoever sees both
   std::atomic<bool> has_callback{false};
 
   bool finished() const {

@@ -136,9 +136,9 @@ void save_checkpoint(Communicator& comm, const FlatLayout& layout, int stage,
   write_atomically(sub, shard_name(rank, n), bytes, rank);
   hook("shard_written", rank);
 
-  std::vector<int64_t> sums = {int64_t(fnv1a(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                             bytes.size())),
-                               int64_t(bytes.size())};
+  std::vector<int64_t> sums = {
+      int64_t(fnv1a(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())),
+      int64_t(bytes.size())};
   std::vector<int64_t> all(2 * size_t(n));
   comm.all_gather(buffer(sums), buffer(all)).wait();
   if (rank == 0) {
@@ -178,7 +178,8 @@ CheckpointReader::CheckpointReader(const std::string& dir, const FlatLayout& lay
     if (word == "strata-checkpoint") {
       int version = 0;
       l >> version;
-      if (version != 1) fail("unsupported version " + std::to_string(version) + " in " + manifest_path);
+      if (version != 1)
+        fail("unsupported version " + std::to_string(version) + " in " + manifest_path);
     } else if (word == "step") {
       l >> step_;
     } else if (word == "world_size") {

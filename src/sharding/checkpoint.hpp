@@ -42,7 +42,10 @@ class CheckpointReader {
   int rank_;
   int64_t step_ = 0;
   std::unique_ptr<FlatLayout> saved_;
-  struct ShardEntry { std::string file; uint64_t bytes = 0, checksum = 0; };
+  struct ShardEntry {
+    std::string file;
+    uint64_t bytes = 0, checksum = 0;
+  };
   std::vector<ShardEntry> entries_;
   std::map<int, std::vector<float>> loaded_;  // verified shard files: params, m, v back to back
 };

@@ -42,8 +42,10 @@ class GradBucketer::Impl {
     unit_bucket_.resize(layout_.num_units());
     for (size_t b = 0; b < buckets_.size(); ++b)
       for (size_t u = buckets_[b].first_unit; u <= buckets_[b].last_unit; ++u) unit_bucket_[u] = b;
-    if (mode_ == GradReduction::all_reduce) full_.assign(layout_.padded_numel(), 0.0f);
-    else shard_.assign(layout_.shard_numel(), 0.0f);
+    if (mode_ == GradReduction::all_reduce)
+      full_.assign(layout_.padded_numel(), 0.0f);
+    else
+      shard_.assign(layout_.shard_numel(), 0.0f);
     staging_.resize(buckets_.size());
     rearm();
   }
@@ -64,7 +66,10 @@ class GradBucketer::Impl {
 
   void ready(size_t t) {
     check_tensor(t, "ready");
-    if (finished_) { launches_.clear(); finished_ = false; }
+    if (finished_) {
+      launches_.clear();
+      finished_ = false;
+    }
     if (ready_[t]) fail("ready(" + name(t) + ") twice in one step");
     const size_t b = unit_bucket_[size_t(layout_.tensors()[t].unit)];
     if (mode_ == GradReduction::reduce_scatter && staging_[b].empty())
@@ -105,7 +110,7 @@ class GradBucketer::Impl {
   struct Pending {
     size_t bucket;
     Work work;
-    std::vector<float> send;     // packed fp32 (reduce_scatter)
+    std::vector<float> send;  // packed fp32 (reduce_scatter)
     std::vector<bf16_t> send16, recv16;
   };
 
@@ -176,14 +181,13 @@ class GradBucketer::Impl {
         stats_.bus_bytes += gather_bus_bytes(len * sizeof(bf16_t), n);
       } else {
         p.send = std::move(packed);
-        p.work = comm_.reduce_scatter(buffer(p.send),
-                                      Buffer{shard_.data() + sbase, blk, DataType::f32},
-                                      ReduceOp::avg);
+        p.work = comm_.reduce_scatter(
+            buffer(p.send), Buffer{shard_.data() + sbase, blk, DataType::f32}, ReduceOp::avg);
         stats_.bus_bytes += gather_bus_bytes(len * sizeof(float), n);
       }
     }
-    account(long(p.send.size() * sizeof(float) +
-                 (p.send16.size() + p.recv16.size()) * sizeof(bf16_t)));
+    account(
+        long(p.send.size() * sizeof(float) + (p.send16.size() + p.recv16.size()) * sizeof(bf16_t)));
     pending_.push_back(std::move(p));
     ++stats_.collectives;
     // Free what already completed, so staging stays bounded during a long backward.

@@ -28,10 +28,9 @@ void UnitGatherer::issue(size_t u, GatherEvent::Kind kind) {
       peak_live_ = std::max(peak_live_, live_);
     }
   }
-  work_[u] = comm_.all_gather(
-      Buffer{const_cast<float*>(shard_.data()) + layout_.shard_offset(u), layout_.block_numel(u),
-             DataType::f32},
-      Buffer{full_[u].data(), full_[u].size(), DataType::f32});
+  work_[u] = comm_.all_gather(Buffer{const_cast<float*>(shard_.data()) + layout_.shard_offset(u),
+                                     layout_.block_numel(u), DataType::f32},
+                              Buffer{full_[u].data(), full_[u].size(), DataType::f32});
   ++stats_.collectives;
   stats_.bus_bytes += gather_bus_bytes(full_[u].size() * sizeof(float), comm_.size());
   state_[u] = State::in_flight;
@@ -100,8 +99,10 @@ void UnitGatherer::invalidate() {
     if (state_[u] == State::absent) continue;
     wait(u);
     // Resident units keep their memory; the next gather refreshes it.
-    if (resident_[u]) state_[u] = State::absent;
-    else drop(u);
+    if (resident_[u])
+      state_[u] = State::absent;
+    else
+      drop(u);
   }
 }
 

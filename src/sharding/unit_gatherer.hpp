@@ -12,8 +12,8 @@ namespace strata::sharding {
 class UnitGatherer {
  public:
   /// `shard` is this rank's shard space of parameters (must outlive the gatherer).
-  UnitGatherer(Communicator comm, const FlatLayout& layout, std::span<const float> shard,
-               int depth, size_t resident_below_bytes);
+  UnitGatherer(Communicator comm, const FlatLayout& layout, std::span<const float> shard, int depth,
+               size_t resident_below_bytes);
 
   /// The direction of the current pass: forward prefetches higher units, backward lower ones.
   void set_forward(bool forward);

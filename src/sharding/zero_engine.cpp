@@ -26,8 +26,10 @@ class ZeroEngine::Impl {
     const size_t owned = o.stage == 0 ? layout_.padded_numel() : layout_.shard_numel();
     m_.assign(owned, 0.0f);
     v_.assign(owned, 0.0f);
-    if (o.stage == 3) shard_params_.assign(layout_.shard_numel(), 0.0f);
-    else full_params_.assign(layout_.padded_numel(), 0.0f);
+    if (o.stage == 3)
+      shard_params_.assign(layout_.shard_numel(), 0.0f);
+    else
+      full_params_.assign(layout_.padded_numel(), 0.0f);
     bucketer_.emplace(comm_, layout_,
                       o.stage >= 2 ? GradReduction::reduce_scatter : GradReduction::all_reduce,
                       o.buckets);
@@ -35,8 +37,7 @@ class ZeroEngine::Impl {
     // the reduce-scatters backward launches, and the next layer's parameters would come late.
     if (o.stage == 3)
       gatherer_.emplace(comm_.split(0, comm_.rank(), CommOptions{.name = comm_.name() + "/gather"}),
-                        layout_, shard_params_, o.prefetch_depth,
-                        o.resident_below_bytes);
+                        layout_, shard_params_, o.prefetch_depth, o.resident_below_bytes);
   }
 
   // In-flight parameter gathers write into full_params_: they must end before it is freed.
@@ -75,10 +76,11 @@ class ZeroEngine::Impl {
     if (gatherer_) gatherer_->set_forward(forward);
   }
   void gather(size_t u) {
-    if (u >= layout_.num_units())
-      fail("ZeroEngine.gather", rank(), "no unit " + std::to_string(u));
-    if (gatherer_) gatherer_->gather(u);
-    else await_params(u);
+    if (u >= layout_.num_units()) fail("ZeroEngine.gather", rank(), "no unit " + std::to_string(u));
+    if (gatherer_)
+      gatherer_->gather(u);
+    else
+      await_params(u);
   }
   void release(size_t u) {
     if (gatherer_) gatherer_->release(u);
@@ -141,9 +143,9 @@ class ZeroEngine::Impl {
 
   MemoryReport memory() const {
     MemoryReport r;
-    r.param_bytes = opt_.stage < 3 ? full_params_.size() * sizeof(float)
-                                   : shard_params_.size() * sizeof(float) +
-                                         gatherer_->resident_bytes();
+    r.param_bytes = opt_.stage < 3
+                        ? full_params_.size() * sizeof(float)
+                        : shard_params_.size() * sizeof(float) + gatherer_->resident_bytes();
     r.grad_bytes = bucketer_->grad_bytes();
     r.optimizer_bytes = (m_.size() + v_.size()) * sizeof(float);
     r.peak_gathered_bytes = gatherer_ ? gatherer_->peak_live_bytes() : 0;
@@ -183,8 +185,10 @@ class ZeroEngine::Impl {
     for (size_t u = 0; u < layout_.num_units(); ++u) {
       const size_t so = layout_.shard_offset(u), blk = layout_.block_numel(u);
       const size_t fo = layout_.unit_offset(u), own = size_t(rank()) * blk;
-      if (opt_.stage < 3) in.read(R::params, u, 0, layout_.unit_numel(u), full_params_.data() + fo);
-      else in.read(R::params, u, own, blk, shard_params_.data() + so);
+      if (opt_.stage < 3)
+        in.read(R::params, u, 0, layout_.unit_numel(u), full_params_.data() + fo);
+      else
+        in.read(R::params, u, own, blk, shard_params_.data() + so);
       if (opt_.stage == 0) {
         in.read(R::moment1, u, 0, layout_.unit_numel(u), m_.data() + fo);
         in.read(R::moment2, u, 0, layout_.unit_numel(u), v_.data() + fo);
@@ -236,7 +240,8 @@ class ZeroEngine::Impl {
     }
     const size_t S = layout_.shard_numel();
     std::vector<float> all(S * size_t(comm_.size()));
-    comm_.all_gather(Buffer{const_cast<float*>(owned.data()), S, DataType::f32}, buffer(all)).wait();
+    comm_.all_gather(Buffer{const_cast<float*>(owned.data()), S, DataType::f32}, buffer(all))
+        .wait();
     for (size_t u = 0; u < layout_.num_units(); ++u) {
       const size_t blk = layout_.block_numel(u);
       for (size_t i = 0; i < layout_.unit_real_numel(u); ++i)
@@ -290,7 +295,8 @@ class ZeroEngine::Impl {
       for (size_t t = 0; t < layout_.tensors().size(); ++t) {
         if (!layout_.tensors()[t].in_grad_norm) continue;
         const size_t lo = std::max(flat, layout_.tensor_offset(t));
-        const size_t hi = std::min(flat + n, layout_.tensor_offset(t) + layout_.tensors()[t].numel());
+        const size_t hi =
+            std::min(flat + n, layout_.tensor_offset(t) + layout_.tensors()[t].numel());
         for (size_t i = lo; i < hi; ++i) sq[0] += double(g[i - flat]) * double(g[i - flat]);
       }
     });
@@ -373,9 +379,7 @@ void ZeroEngine::set_state(size_t t, std::span<const float> p, std::span<const f
 void ZeroEngine::set_steps_done(int64_t steps) { impl_->set_steps_done(steps); }
 MemoryReport ZeroEngine::memory() const { return impl_->memory(); }
 StepStats ZeroEngine::last_step_stats() const { return impl_->last_step_stats(); }
-const std::vector<GatherEvent>& ZeroEngine::gather_events() const {
-  return impl_->gather_events();
-}
+const std::vector<GatherEvent>& ZeroEngine::gather_events() const { return impl_->gather_events(); }
 const std::vector<BucketInfo>& ZeroEngine::buckets() const { return impl_->bucketer().buckets(); }
 const GradBucketer& ZeroEngine::bucketer() const { return impl_->bucketer(); }
 void ZeroEngine::save(const std::string& dir) { impl_->save(dir); }

@@ -17,11 +17,16 @@ namespace strata::shm {
 
 const char* kind_name(uint32_t k) {
   switch (Kind(k)) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::all_gather: return "all_gather";
-    case Kind::all_to_all: return "all_to_all";
-    case Kind::broadcast: return "broadcast";
+    case Kind::all_reduce:
+      return "all_reduce";
+    case Kind::reduce_scatter:
+      return "reduce_scatter";
+    case Kind::all_gather:
+      return "all_gather";
+    case Kind::all_to_all:
+      return "all_to_all";
+    case Kind::broadcast:
+      return "broadcast";
   }
   return "unknown collective";
 }
@@ -105,8 +110,8 @@ Expect stamp_expect(const Stamp& st) {
 // flag is read again after that answer: a peer that published it and went on to a collective of
 // the other path is not in a mismatch (it stored the flag first, so the answer implies it).
 template <typename OtherPath>
-void wait_flag(Segment& s, int rank, Flag f, uint64_t target,
-               Clock::time_point deadline, const ErrorContext& where, OtherPath other_path) {
+void wait_flag(Segment& s, int rank, Flag f, uint64_t target, Clock::time_point deadline,
+               const ErrorContext& where, OtherPath other_path) {
   // Most waits end within a few hundred nanoseconds: poll before paying for a clock read (not when
   // oversubscribed, where the peer may need this core: spin_policy.hpp).
   for (int i = 0, n = s.oversubscribed() ? 1 : 64; i < n; ++i) {
@@ -147,8 +152,8 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target,
       w.peer = rank;
       const auto& why = s.header(rank).why;
       throw Error(ErrorCode::invalid_argument, w,
-                  "rank " + std::to_string(rank) + " abandoned this collective: " +
-                      std::string(why, strnlen(why, sizeof why)));
+                  "rank " + std::to_string(rank) +
+                      " abandoned this collective: " + std::string(why, strnlen(why, sizeof why)));
     }
     if (const std::optional<std::string> other = other_path(rank);
         other && f.value.load(std::memory_order_acquire) < target) {
@@ -160,7 +165,8 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target,
     uint64_t seen = f.value.load(std::memory_order_seq_cst);
     if (seen < target) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() > 0) futex_wait(f.value, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
+      if (left.count() > 0)
+        futex_wait(f.value, uint32_t(seen), std::min(left, std::chrono::milliseconds(100)));
     }
     f.waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (f.value.load(std::memory_order_acquire) >= target) return;
@@ -196,8 +202,8 @@ void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_poi
                   const Expect theirs = line_expect(line.what.load());
                   if (mine) return mismatch(*mine, j, theirs) + " (one cache line)";
                   return "collective mismatch: this rank is in a collective staged in chunks, "
-                         "rank " + std::to_string(j) + " in " + described(theirs) +
-                         " (one cache line)";
+                         "rank " +
+                         std::to_string(j) + " in " + described(theirs) + " (one cache line)";
                 }
               }
               return std::nullopt;
@@ -206,8 +212,8 @@ void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_poi
 
 }  // namespace
 
-void wait_for(Segment& s, int rank, Field f, uint64_t value,
-              Clock::time_point deadline, const ErrorContext& where) {
+void wait_for(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
+              const ErrorContext& where) {
   wait_counter(s, rank, f, value, deadline, where, nullptr);
 }
 
@@ -271,8 +277,8 @@ bool written_ready(Segment& s, int rank, uint64_t chunk, const Expect& e) {
          st.call.load(std::memory_order_relaxed) == e.call;
 }
 
-void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e,
-                  Clock::time_point deadline, const ErrorContext& where) {
+void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e, Clock::time_point deadline,
+                  const ErrorContext& where) {
   wait_counter(s, rank, &SlotHeader::written, chunk + 1, deadline, where, &e);
   const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
   const Expect theirs = stamp_expect(st);

@@ -20,8 +20,8 @@ void publish(Segment& s, Field f, uint64_t value);
 
 /// Waits until `rank`'s counter reaches `value`; throws (timeout, naming the peer) at `deadline`,
 /// or at once when `rank` gave up or is in a tiny collective (one cache line) instead.
-void wait_for(Segment& s, int rank, Field f, uint64_t value,
-              Clock::time_point deadline, const ErrorContext& where);
+void wait_for(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,
+              const ErrorContext& where);
 
 /// The collective a staged chunk belongs to.
 enum class Kind : uint32_t { all_reduce = 1, reduce_scatter, all_gather, all_to_all, broadcast };
@@ -46,8 +46,8 @@ void publish_written(Segment& s, uint64_t chunk, const Expect& e);
 
 /// Waits until `rank` has staged `chunk`, then checks its stamp against `e`; on a mismatch marks
 /// this rank as having given up and throws (invalid_argument, naming `rank` and both calls).
-void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e,
-                  Clock::time_point deadline, const ErrorContext& where);
+void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e, Clock::time_point deadline,
+                  const ErrorContext& where);
 
 /// True when `rank` has staged `chunk` and its stamp matches `e`: wait_written would return at
 /// once, without an error. Never blocks, never throws.

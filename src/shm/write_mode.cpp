@@ -8,16 +8,21 @@
 namespace strata::shm {
 
 namespace {
-WriteMode other(WriteMode s) { return s == WriteMode::ordinary ? WriteMode::streaming : WriteMode::ordinary; }
+WriteMode other(WriteMode s) {
+  return s == WriteMode::ordinary ? WriteMode::streaming : WriteMode::ordinary;
+}
 }  // namespace
 
 WriteMode WriteModeChoice::next() {
   const uint64_t op = ops_++;
   // Operation 0 is not timed: it pays for the caller's buffers faulting in (measured: up to 10x
   // slower, which once made the wrong mode win). 1 and 2 measure each mode once.
-  if (op == 1) running_ = WriteMode::streaming;
-  else if (op < 3) running_ = WriteMode::ordinary;
-  else running_ = op % kTryEvery == 0 ? other(preferred()) : preferred();
+  if (op == 1)
+    running_ = WriteMode::streaming;
+  else if (op < 3)
+    running_ = WriteMode::ordinary;
+  else
+    running_ = op % kTryEvery == 0 ? other(preferred()) : preferred();
   return running_;
 }
 
@@ -57,8 +62,10 @@ StagingCopy::StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool overs
 }
 
 void StagingCopy::operator()(void* dst, const void* src, size_t n) const {
-  if (mode_ == WriteMode::streaming) kernels::copy_streaming(dst, src, n);
-  else kernels::copy(dst, src, n);
+  if (mode_ == WriteMode::streaming)
+    kernels::copy_streaming(dst, src, n);
+  else
+    kernels::copy(dst, src, n);
 }
 
 void StagingCopy::done() {

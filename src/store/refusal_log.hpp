@@ -14,14 +14,14 @@ namespace strata::store {
 
 /// Why the server closed a connection it did not want.
 enum class Refusal {
-  malformed,      // a frame that does not parse, or one out of place
-  wrong_token,    // HELLO with another job's token
-  silent,         // no HELLO within the deadline
-  cut_short,      // closed in the middle of a frame
-  flooding,       // kept sending while its request was pending
-  crowded_out,    // unauthenticated, and the oldest when too many were
-  full,           // the server holds as many connections as it may
-  internal,       // the server failed serving it
+  malformed,    // a frame that does not parse, or one out of place
+  wrong_token,  // HELLO with another job's token
+  silent,       // no HELLO within the deadline
+  cut_short,    // closed in the middle of a frame
+  flooding,     // kept sending while its request was pending
+  crowded_out,  // unauthenticated, and the oldest when too many were
+  full,         // the server holds as many connections as it may
+  internal,     // the server failed serving it
 };
 constexpr size_t kRefusals = 8;
 

@@ -135,7 +135,7 @@ class TcpStore::Impl {
   const TcpStoreOptions options_;
   const std::string server_;  // "host:port" as configured, for messages
   std::mutex mu_;
-  int fd_ = -1;  // -1: the next call connects
+  int fd_ = -1;          // -1: the next call connects
   bool was_up_ = false;  // a handshake succeeded once
   int errno_ = 0;
 };
@@ -193,9 +193,9 @@ void TcpStore::Impl::connect_locked(const char* op) {
       // Refused after it was up: the server is gone, not late (under from_env it lives in rank
       // 0's process). Waiting out connect_timeout would hold a survivor's error for minutes.
       if (was_up_ && errno_ == ECONNREFUSED) {
-        throw Error(ErrorCode::peer_failure, store::at(op),
-                    "the store at " + server_ + " is gone (it refused a reconnection: " + why +
-                        ")");
+        throw Error(
+            ErrorCode::peer_failure, store::at(op),
+            "the store at " + server_ + " is gone (it refused a reconnection: " + why + ")");
       }
     }
     const auto now = Clock::now();
@@ -346,8 +346,8 @@ Message TcpStore::Impl::call(const char* op, const Message& request, Type expect
   Message reply;
   std::string why;
   const bool timed = request.type == Type::get || request.type == Type::wait;
-  const Io io = exchange(request, store::deadline_after(timed ? timeout + store::kServerGrace : timeout),
-                         reply, why);
+  const Io io = exchange(
+      request, store::deadline_after(timed ? timeout + store::kServerGrace : timeout), reply, why);
   if (io == Io::timeout) {
     disconnect();  // a late reply must not be read as the next one's: see the top of the file
   }

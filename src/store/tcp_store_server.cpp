@@ -318,8 +318,7 @@ bool TcpStoreServer::Impl::make_room(uint32_t source, const std::string& peer) {
   const auto mine = unauthenticated_.find(source);
   if (mine != unauthenticated_.end() && mine->second >= store::kMaxUnauthenticatedPerSource) {
     from = source;
-  } else if (unauthenticated_total_ >= max_unauthenticated_ ||
-             conns_.size() >= max_connections_) {
+  } else if (unauthenticated_total_ >= max_unauthenticated_ || conns_.size() >= max_connections_) {
     size_t most = 0;
     for (const auto& [s, n] : unauthenticated_) {
       if (n > most) most = n, from = s;
@@ -330,8 +329,8 @@ bool TcpStoreServer::Impl::make_room(uint32_t source, const std::string& peer) {
     if (!c->closed && !c->authenticated && c->source == *from) {
       reject(*c, store::Refusal::crowded_out,
              "unauthenticated for " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    Clock::now() - c->accepted)
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                                                      c->accepted)
                                     .count()) +
                  " ms when " + peer + " connected over the limit of " +
                  std::to_string(*from == source ? store::kMaxUnauthenticatedPerSource

@@ -98,8 +98,7 @@ size_t max_payload(Type t) {
 }
 
 bool is_request(Type t) {
-  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait ||
-         t == Type::will;
+  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait || t == Type::will;
 }
 
 std::string type_name(Type t) {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <tuple>
 
-#include "bootstrap/node_identity.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "bootstrap/node_identity.hpp"
 #include "strata/topology.hpp"
 #include "topology/cpuset.hpp"
 #include "topology/dump.hpp"

@@ -5,8 +5,8 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "bootstrap/node_identity.hpp"
 #include "base/log.hpp"
+#include "bootstrap/node_identity.hpp"
 #include "topology/cpuset.hpp"
 
 namespace strata::topo {

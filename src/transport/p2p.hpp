@@ -13,7 +13,7 @@ namespace strata::transport {
 struct Request {
   void* handle = nullptr;  ///< transport's request; nullptr once complete
   int peer = -1;
-  size_t bytes = 0;        ///< expected size (receives must get exactly this many bytes)
+  size_t bytes = 0;  ///< expected size (receives must get exactly this many bytes)
   bool is_recv = false;
 };
 

@@ -87,8 +87,8 @@ bool PeerHealth::take_notice() {
                                             std::to_string(n->reporter) + ": it is in ";
         const bool sizes = compatible(n->calls[0], n->calls[1]);  // its message's size differed
         fail(ErrorCode::invalid_argument, n->culprit,
-             found + describe_call(n->calls[0]) + ", " + who + " in " +
-                 describe_call(n->calls[1]) + (sizes ? " with another count" : ""));
+             found + describe_call(n->calls[0]) + ", " + who + " in " + describe_call(n->calls[1]) +
+                 (sizes ? " with another count" : ""));
       } else if (n->kind == transport::Notice::refused) {
         const std::string reason(n->reason, strnlen(n->reason, sizeof n->reason));
         fail(ErrorCode::invalid_argument, n->culprit,
@@ -105,8 +105,9 @@ bool PeerHealth::take_notice() {
         report_death(n->culprit);  // "died" says more than what the network saw
       } else {
         fail(ErrorCode::peer_failure, n->culprit,
-             who + " is unreachable: the network failed the connection to it (process or node "
-                   "down?)");
+             who +
+                 " is unreachable: the network failed the connection to it (process or node "
+                 "down?)");
         transport_->send_notice(*n);
       }
       return true;
@@ -163,13 +164,15 @@ void PeerHealth::report_failure(int culprit, const std::string& why) {
   }
   fail(ErrorCode::peer_failure, culprit,
        "rank " + std::to_string(culprit) + " is unreachable " + why);
-  if (transport_) transport_->send_notice({transport::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
+  if (transport_)
+    transport_->send_notice({transport::Notice::unreachable, int32_t(culprit), int32_t(rank_)});
 }
 
 void PeerHealth::report_abort(int culprit, const std::string& why) {
   if (failed()) return;
   fail(ErrorCode::aborted, culprit, "rank " + std::to_string(culprit) + " aborted " + why);
-  if (transport_) transport_->send_notice({transport::Notice::aborted, int32_t(culprit), int32_t(rank_)});
+  if (transport_)
+    transport_->send_notice({transport::Notice::aborted, int32_t(culprit), int32_t(rank_)});
 }
 
 bool PeerHealth::await_news(Clock::time_point until) {
@@ -181,7 +184,8 @@ bool PeerHealth::await_news(Clock::time_point until) {
 }
 
 void PeerHealth::announce_abort() {
-  if (transport_) transport_->send_notice({transport::Notice::aborted, int32_t(rank_), int32_t(rank_)});
+  if (transport_)
+    transport_->send_notice({transport::Notice::aborted, int32_t(rank_), int32_t(rank_)});
 }
 
 }  // namespace strata::transport

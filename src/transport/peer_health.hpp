@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "bootstrap/process_id.hpp"
-#include "transport/watchdog.hpp"
 #include "transport/transport.hpp"
+#include "transport/watchdog.hpp"
 
 namespace strata::transport {
 
@@ -58,7 +58,7 @@ class PeerHealth final : public transport::Watchdog {
  private:
   /// Records the first failure; later ones are ignored.
   void fail(ErrorCode code, int culprit, const std::string& why);
-  void probe();  // the network's news, then this machine's processes
+  void probe();        // the network's news, then this machine's processes
   bool take_notice();  // a notice or endpoint failure, if one came: fails the group with it
   /// False only when rank `r` runs on this machine and has exited.
   bool process_alive(int r) const;

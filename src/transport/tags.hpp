@@ -76,8 +76,8 @@ constexpr uint64_t collective(uint64_t seq, int src, uint32_t step, uint32_t cal
 }
 constexpr uint32_t call_of(uint64_t tag) { return uint32_t((tag & kCallMask) >> kStepBits); }
 /// The sequence number's bits of a collective tag, and bit 63 (which says collective).
-constexpr uint64_t kSeqMask = (uint64_t(1) << 63) | (((uint64_t(1) << kSeqBits) - 1)
-                                                     << (kRankBits + kCallBits + kStepBits));
+constexpr uint64_t kSeqMask =
+    (uint64_t(1) << 63) | (((uint64_t(1) << kSeqBits) - 1) << (kRankBits + kCallBits + kStepBits));
 constexpr uint64_t seq_of(uint64_t tag) {
   return (tag >> (kRankBits + kCallBits + kStepBits)) & ((uint64_t(1) << kSeqBits) - 1);
 }
@@ -90,9 +90,7 @@ constexpr uint64_t p2p(int src, uint32_t user_tag) {
 }
 /// Control messages, each kind with its own always-posted receive.
 enum class Control : uint32_t { notice = 0, query = 1, answer = 2 };
-constexpr uint64_t control(int src, Control kind) {
-  return p2p(src, uint32_t(kind)) | kControlBit;
-}
+constexpr uint64_t control(int src, Control kind) { return p2p(src, uint32_t(kind)) | kControlBit; }
 constexpr int source_of_p2p(uint64_t tag) { return int((tag & kSourceBits) >> kUserTagBits); }
 
 }  // namespace strata::transport::tags

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <optional>
 
+#include "strata/error.hpp"
+#include "strata/types.hpp"  // Clock
 #include "transport/call_bits.hpp"
 #include "transport/p2p.hpp"
 #include "transport/watchdog.hpp"
-#include "strata/error.hpp"
-#include "strata/types.hpp"  // Clock
 
 namespace strata::transport {
 
@@ -37,9 +37,8 @@ class Transport : public P2P {
   /// and its call, which its messages carry and check (unless `tagged` is false: STRATA_CHECK's
   /// exchange, which compares calls itself). Throws the mismatch when a message of an earlier
   /// call is found that nobody took (call_history.hpp).
-  virtual void begin_collective(uint64_t seq, const ErrorContext& where,
-                                Clock::time_point deadline, const Call& call,
-                                bool tagged) = 0;
+  virtual void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
+                                const Call& call, bool tagged) = 0;
   /// Between operations (nothing runs): answers the peers' questions about earlier calls and
   /// looks for messages of them that nobody took. True when that found a mismatch, which
   /// poll_failure() then reports (the peers have been told).

@@ -3,30 +3,29 @@
  * and the error paths. Run on 2 and 4 ranks (run.sh). Exits non-zero on the first failure. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
 #include <strata.h>
+#include <string.h>
 
 static int rank, nranks;
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    strataResult_t r_ = (call);                                                      \
-    if (r_ != strataSuccess) {                                                       \
-      fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__,    \
-              #call, strataGetErrorString(r_), strataGetLastError());               \
-      exit(1);                                                                       \
-    }                                                                                \
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    strataResult_t r_ = (call);                                                          \
+    if (r_ != strataSuccess) {                                                           \
+      fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, #call, \
+              strataGetErrorString(r_), strataGetLastError());                           \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
 
-#define EXPECT(cond, ...)                                                          \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define EXPECT(cond, ...)                                                                \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       fprintf(stderr, "rank %d: %s:%d: expected %s: ", rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fprintf(stderr, "\n");                                                       \
-      exit(1);                                                                     \
-    }                                                                              \
+      fprintf(stderr, __VA_ARGS__);                                                      \
+      fprintf(stderr, "\n");                                                             \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
 
 /* A failing call: the code and a message containing `needle`. */
@@ -58,13 +57,15 @@ static void collectives(strataComm_t comm) {
   CHECK(strataWorkTest(work, &done));
   EXPECT(done == 1, "a waited work is done");
   CHECK(strataWorkFree(work));
-  for (i = 0; i < N; ++i) EXPECT(out[i] == (float)(n * (n + 1) / 2 * (i % 7)), "sum[%d]=%g", i, out[i]);
+  for (i = 0; i < N; ++i)
+    EXPECT(out[i] == (float)(n * (n + 1) / 2 * (i % 7)), "sum[%d]=%g", i, out[i]);
   /* in place, blocking, max over doubles; bxor over int64 */
   for (i = 0; i < N; ++i) d[i] = (double)((r * 31 + i) % 11);
   CHECK(strataAllReduce(d, d, N, strataFloat64, strataMax, comm, NULL));
   for (i = 0; i < N; ++i) {
     double want = 0;
-    for (j = 0; j < n; ++j) want = (double)((j * 31 + i) % 11) > want ? (double)((j * 31 + i) % 11) : want;
+    for (j = 0; j < n; ++j)
+      want = (double)((j * 31 + i) % 11) > want ? (double)((j * 31 + i) % 11) : want;
     EXPECT(d[i] == want, "max[%d]=%g want %g", i, d[i], want);
   }
   for (i = 0; i < N; ++i) big[i] = (int64_t)1 << (r % 63);
@@ -157,8 +158,8 @@ static void errors(strataComm_t comm) {
                strataInvalidArgument, "unknown datatype 17");
   EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, (strataRedOp_t)42, comm, NULL),
                strataInvalidArgument, "unknown reduction op 42");
-  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataBxor, comm, NULL),
-               strataInvalidArgument, "bxor is not supported for f32");
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataBxor, comm, NULL), strataInvalidArgument,
+               "bxor is not supported for f32");
   EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, NULL, NULL), strataInvalidUsage,
                "comm is NULL");
   EXPECT_ERROR(strataBroadcast(v, v, 4, strataFloat, 99, comm, NULL), strataInvalidArgument,
@@ -166,7 +167,8 @@ static void errors(strataComm_t comm) {
   EXPECT_ERROR(strataGroupEnd(), strataInvalidUsage, "without strataGroupStart");
   EXPECT(strstr(strataGetLastError(), "without") != NULL, "last error kept");
   EXPECT(strcmp(strataGetErrorString(strataRemoteError),
-                "remote process exited or there was a network error") == 0, "error string");
+                "remote process exited or there was a network error") == 0,
+         "error string");
 }
 
 int main(void) {
@@ -197,7 +199,8 @@ int main(void) {
     }
     CHECK(strataCommUserRank(half, &hr));
     CHECK(strataCommCount(half, &hn));
-    EXPECT(hn == want_n && hr == want_r, "split: rank %d of %d, want %d of %d", hr, hn, want_r, want_n);
+    EXPECT(hn == want_n && hr == want_r, "split: rank %d of %d, want %d of %d", hr, hn, want_r,
+           want_n);
     collectives(half);
     CHECK(strataCommDestroy(half));
   }
@@ -222,7 +225,8 @@ int main(void) {
   } else {
     float v[4] = {0};
     strataResult_t r = strataAllReduce(v, v, 4, strataFloat, strataSum, again, NULL);
-    EXPECT(r == strataRemoteError || r == strataAborted, "after abort: %s", strataGetErrorString(r));
+    EXPECT(r == strataRemoteError || r == strataAborted, "after abort: %s",
+           strataGetErrorString(r));
     char culprit[64]; /* world rank 0 is rank nranks - 1 of `again` */
     snprintf(culprit, sizeof culprit, "rank %d aborted", nranks - 1);
     EXPECT(strstr(strataGetLastError(), culprit) != NULL, "names %s: %s", culprit,

@@ -1,8 +1,8 @@
 // One rank of the kill tests (kill_test.cpp starts four of these through the torchrun-style
 // environment and kills one). Joins the job, runs one collective (so every connection a
 // collective uses is made: see "Connecting" in docs/architecture.md), says it is ready, then
-// runs collectives until one fails; a failure prints the error and the culprit's rank and exits 3, so the driver can check
-// that every survivor named the rank it killed.
+// runs collectives until one fails; a failure prints the error and the culprit's rank and exits 3,
+// so the driver can check that every survivor named the rank it killed.
 //
 //   strata-fault-rank MODE READY_FILE
 //   MODE: collective (back-to-back 1 MiB all-reduces), between (small all-reduces with 30 ms of

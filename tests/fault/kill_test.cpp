@@ -195,8 +195,8 @@ void check_survivors(const Job& job, int victim, Clock::time_point killed, bool 
     if (r == victim) continue;
     const std::string log = slurp(job.dir / ("rank" + std::to_string(r) + ".log"));
     SCOPED_TRACE("victim " + std::to_string(victim) + " killed after " +
-                 std::to_string(delay.count()) + " ms; survivor " + std::to_string(r) +
-                 " said:\n" + log);
+                 std::to_string(delay.count()) + " ms; survivor " + std::to_string(r) + " said:\n" +
+                 log);
     ASSERT_TRUE(all_ended) << "a survivor was still running "
                            << std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()
                            << " ms after the kill";
@@ -291,7 +291,8 @@ TEST(KillRank, PipelineStageMidStep) {
     // Ready once rank 0 has printed its third step.
     const auto start = Clock::now();
     while (slurp(dir / "rank0.log").find("step     3/") == std::string::npos) {
-      ASSERT_LT(Clock::now() - start, 30s) << "the job did not start:\n" << slurp(dir / "rank0.log");
+      ASSERT_LT(Clock::now() - start, 30s) << "the job did not start:\n"
+                                           << slurp(dir / "rank0.log");
       std::this_thread::sleep_for(10ms);
     }
     const int victim = int(rng() % kRanks);
@@ -364,9 +365,7 @@ TEST(SetupFailure, TheOthersNameTheRankItReportedNotTheRankThatGaveUp) {
 
 TEST(KillRank, DuringAllReduce) { run_scenario("all_reduce", "collective", false); }
 TEST(KillRank, BetweenCollectives) { run_scenario("between", "between", false); }
-TEST(KillRank, InTheFirst100MsOfStartUp) {
-  run_scenario("start_up", "collective", true, 0, 30);
-}
+TEST(KillRank, InTheFirst100MsOfStartUp) { run_scenario("start_up", "collective", true, 0, 30); }
 TEST(KillRank, DuringHierarchicalAllReduce) {
   run_scenario("hier_all_reduce", "collective", false, 2, 10);
 }

@@ -1,7 +1,6 @@
 // Links against an installed Strata and runs a one-rank all-reduce.
-#include <strata/strata.hpp>
-
 #include <cstdio>
+#include <strata/strata.hpp>
 #include <vector>
 
 int main() {

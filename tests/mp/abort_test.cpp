@@ -50,8 +50,9 @@ TEST(Abort, PeersFailNamingTheAbortingRank) {
     EXPECT_NE(record.find("FAILED"), std::string::npos) << record;
     EXPECT_NE(record.find("aborted"), std::string::npos) << record;
     // Later calls fail at once, collectives and point-to-point alike.
-    EXPECT_LT(expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted,
-                             last), 1.0);
+    EXPECT_LT(
+        expect_failure(group.all_reduce(buffer(data), ReduceOp::sum), ErrorCode::aborted, last),
+        1.0);
     EXPECT_LT(expect_failure(group.send(buffer(in), 0, 1), ErrorCode::aborted, last), 1.0);
   } else {
     const double s =

@@ -3,8 +3,8 @@
 // that every rank keeps issuing the same sequence of collectives even after a failure.
 #include <complex>
 
-#include "shm/write_mode.hpp"
 #include "mp.hpp"
+#include "shm/write_mode.hpp"
 
 using namespace strata;
 using mp::alloc;
@@ -78,8 +78,10 @@ void check_broadcast(DataType dt, size_t n, bool in_place, int root) {
   auto in = alloc(dt, n), out = alloc(dt, n), want = alloc(dt, n);
   mp::fill(want.data(), dt, n, root, 0, 2);
   if (w.rank() == root) mp::fill(in_place ? out.data() : in.data(), dt, n, root, 0, 2);
-  if (in_place) w.broadcast(view(out, dt), root).wait();
-  else w.broadcast(view(in, dt), view(out, dt), root).wait();
+  if (in_place)
+    w.broadcast(view(out, dt), root).wait();
+  else
+    w.broadcast(view(in, dt), view(out, dt), root).wait();
   EXPECT_EQ(mp::compare(out.data(), want.data(), dt, n), "");
 }
 
@@ -141,29 +143,39 @@ namespace {
 template <typename T>
 T more_value(int rank, size_t i) {
   const int v = int((rank * 7 + i * 13) % 11) - 5;
-  if constexpr (std::is_same_v<T, bool>) return (v & 1) != 0;
+  if constexpr (std::is_same_v<T, bool>)
+    return (v & 1) != 0;
   else if constexpr (requires { typename T::value_type; })  // complex
     return T(typename T::value_type(v), typename T::value_type(int((rank + 2) * (i % 3)) % 5 - 2));
-  else return T(v);
+  else
+    return T(v);
 }
 
 template <typename T>
 T more_fold(T a, T b, ReduceOp op) {
   if constexpr (std::is_same_v<T, bool>) {
     if (op == ReduceOp::bxor) return a != b;
-    return (op == ReduceOp::prod || op == ReduceOp::min || op == ReduceOp::band) ? (a && b) : (a || b);
+    return (op == ReduceOp::prod || op == ReduceOp::min || op == ReduceOp::band) ? (a && b)
+                                                                                 : (a || b);
   } else if constexpr (requires { typename T::value_type; }) {
     return op == ReduceOp::prod ? a * b : a + b;
   } else {
     using U = std::make_unsigned_t<decltype(T() + 0)>;  // wraps as the kernels do
     switch (op) {
-      case ReduceOp::prod: return T(U(a) * U(b));
-      case ReduceOp::min: return std::min(a, b);
-      case ReduceOp::max: return std::max(a, b);
-      case ReduceOp::band: return T(a & b);
-      case ReduceOp::bor: return T(a | b);
-      case ReduceOp::bxor: return T(a ^ b);
-      default: return T(U(a) + U(b));
+      case ReduceOp::prod:
+        return T(U(a) * U(b));
+      case ReduceOp::min:
+        return std::min(a, b);
+      case ReduceOp::max:
+        return std::max(a, b);
+      case ReduceOp::band:
+        return T(a & b);
+      case ReduceOp::bor:
+        return T(a | b);
+      case ReduceOp::bxor:
+        return T(a ^ b);
+      default:
+        return T(U(a) + U(b));
     }
   }
 }
@@ -173,7 +185,8 @@ void check_more(DataType dt, ReduceOp op, size_t n, bool in_place) {
   auto& w = mp::world();
   SCOPED_TRACE(label(dt, n, in_place, std::string(op_name(op)).c_str()));
   // unique_ptr, not vector: std::vector<bool> is a bitset with no data().
-  auto in = std::make_unique<T[]>(n), out = std::make_unique<T[]>(n), want = std::make_unique<T[]>(n);
+  auto in = std::make_unique<T[]>(n), out = std::make_unique<T[]>(n),
+       want = std::make_unique<T[]>(n);
   for (size_t i = 0; i < n; ++i) {
     in[i] = more_value<T>(w.rank(), i);
     want[i] = more_value<T>(0, i);
@@ -194,8 +207,9 @@ void check_more(DataType dt, ReduceOp op, size_t n, bool in_place) {
 }  // namespace
 
 TEST(Collectives, AllReduceTorchDtypesAndBitwiseOps) {
-  const std::vector<ReduceOp> every = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
-                                       ReduceOp::avg, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
+  const std::vector<ReduceOp> every = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
+                                       ReduceOp::max, ReduceOp::avg,  ReduceOp::band,
+                                       ReduceOp::bor, ReduceOp::bxor};
   const std::vector<ReduceOp> bitwise = {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
   for (size_t n : {size_t(1), size_t(1000), size_t(70000)})
     for (bool ip : {false, true}) {

@@ -14,20 +14,26 @@ void expect_error(F call, ErrorCode code, std::vector<std::string> parts) {
     ADD_FAILURE() << "no error thrown";
   } catch (const Error& e) {
     EXPECT_EQ(int(e.code()), int(code)) << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "message lacks '" << p << "': " << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message lacks '" << p << "': " << e.what();
   }
 }
 
-std::string on_rank() { return "on rank " + std::to_string(mp::world().rank()) + " of group world"; }
+std::string on_rank() {
+  return "on rank " + std::to_string(mp::world().rank()) + " of group world";
+}
 
 }  // namespace
 
 TEST(BadArguments, NullBufferWithCount) {
   auto& w = mp::world();
   std::vector<float> out(4);
-  expect_error([&] { w.all_reduce(Buffer{nullptr, 4, DataType::f32}, buffer(out), ReduceOp::sum); },
-               ErrorCode::invalid_argument, {"all_reduce", on_rank(), "input is null with count 4", "seq"});
+  expect_error(
+      [&] {
+        w.all_reduce(Buffer{nullptr, 4, DataType::f32}, buffer(out), ReduceOp::sum);
+      },
+      ErrorCode::invalid_argument, {"all_reduce", on_rank(), "input is null with count 4", "seq"});
   // Null with count 0 is fine (nothing to move).
   w.all_reduce(Buffer{nullptr, 0, DataType::f32}, Buffer{nullptr, 0, DataType::f32}, ReduceOp::sum)
       .wait();
@@ -80,7 +86,10 @@ TEST(BadArguments, OverlappingBuffers) {
   std::vector<float> v(64);
   // Output starts inside the input but is not the in-place layout.
   expect_error(
-      [&] { w.all_reduce(Buffer{v.data(), 32, DataType::f32}, Buffer{v.data() + 1, 32, DataType::f32}, ReduceOp::sum); },
+      [&] {
+        w.all_reduce(Buffer{v.data(), 32, DataType::f32}, Buffer{v.data() + 1, 32, DataType::f32},
+                     ReduceOp::sum);
+      },
       ErrorCode::invalid_argument, {"overlap"});
   if (w.size() > 1) {
     std::vector<float> a(8 * w.size());
@@ -94,16 +103,22 @@ TEST(BadArguments, UnknownEnumsAndDeviceMemory) {
   std::vector<float> v(4);
   expect_error([&] { w.all_reduce(buffer(v), ReduceOp(42)); }, ErrorCode::invalid_argument,
                {"unknown reduction op"});
-  expect_error([&] { w.all_reduce(Buffer{v.data(), 4, DataType(99)}, ReduceOp::sum); },
-               ErrorCode::invalid_argument, {"unknown dtype"});
+  expect_error(
+      [&] {
+        w.all_reduce(Buffer{v.data(), 4, DataType(99)}, ReduceOp::sum);
+      },
+      ErrorCode::invalid_argument, {"unknown dtype"});
   expect_error([&] { w.all_reduce(buffer(v, MemoryKind::cuda), ReduceOp::sum); },
                ErrorCode::invalid_argument, {"CUDA device memory"});
   expect_error([&] { w.all_reduce(buffer(v), ReduceOp::bxor); }, ErrorCode::invalid_argument,
                {"bxor is not supported for f32"});
   std::vector<double> c(8);
-  expect_error([&] { w.reduce(Buffer{c.data(), 4, DataType::c128}, Buffer{c.data(), 4, DataType::c128},
-                              ReduceOp::max, 0); },
-               ErrorCode::invalid_argument, {"max is not supported for c128"});
+  expect_error(
+      [&] {
+        w.reduce(Buffer{c.data(), 4, DataType::c128}, Buffer{c.data(), 4, DataType::c128},
+                 ReduceOp::max, 0);
+      },
+      ErrorCode::invalid_argument, {"max is not supported for c128"});
 }
 
 TEST(BadArguments, RejectedCallsLeaveTheCommunicatorUsable) {

@@ -40,8 +40,8 @@ int ranks_per_emulated_node() {
 TEST(Mesh, GroupsMatchTheShapeOnEveryDimension) {
   auto& w = mp::world();
   const int k = ranks_per_emulated_node();
-  const std::vector<MeshShape> shapes = {{.tp = 2, .pp = 2}, {.tp = 4}, {.pp = 4},
-                                         {.tp = 2, .cp = 2, .ep = 2}, {.cp = 2, .pp = 2}};
+  const std::vector<MeshShape> shapes = {
+      {.tp = 2, .pp = 2}, {.tp = 4}, {.pp = 4}, {.tp = 2, .cp = 2, .ep = 2}, {.cp = 2, .pp = 2}};
   int tried = 0;
   for (const MeshShape& s : shapes) {
     if (w.size() % (s.tp * s.cp * s.ep * s.pp) != 0) continue;

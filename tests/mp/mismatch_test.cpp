@@ -136,7 +136,8 @@ TEST_F(Mismatch, DifferentCollective) {
   std::vector<float> in(4, 1.0f), out(4 * size_t(n));
   expect_mismatch(
       [&](Communicator& c, bool odd) {
-        return odd ? c.all_gather(buffer(in), buffer(out)) : c.all_reduce(buffer(in), ReduceOp::sum);
+        return odd ? c.all_gather(buffer(in), buffer(out))
+                   : c.all_reduce(buffer(in), ReduceOp::sum);
       },
       "all_gather(f32 x 4", "all_reduce(f32 x 4, sum");
 }
@@ -171,12 +172,16 @@ TEST_P(SizeMismatch, FailsEveryRankAndLeavesOutputAlone) {
   std::vector<float> in(count * c.size(), 1.0f), out(count * c.size(), -7.0f);
   auto run = [&](int which) {
     switch (which) {
-      case 0: return c.all_reduce(Buffer{in.data(), count, DataType::f32},
-                                  Buffer{out.data(), count, DataType::f32}, ReduceOp::sum);
-      case 1: return c.all_gather(Buffer{in.data(), count, DataType::f32}, buffer(out));
-      case 2: return c.broadcast(Buffer{in.data(), count, DataType::f32},
-                                 Buffer{out.data(), count, DataType::f32}, 0);
-      default: return c.all_to_all(buffer(in), buffer(out));
+      case 0:
+        return c.all_reduce(Buffer{in.data(), count, DataType::f32},
+                            Buffer{out.data(), count, DataType::f32}, ReduceOp::sum);
+      case 1:
+        return c.all_gather(Buffer{in.data(), count, DataType::f32}, buffer(out));
+      case 2:
+        return c.broadcast(Buffer{in.data(), count, DataType::f32},
+                           Buffer{out.data(), count, DataType::f32}, 0);
+      default:
+        return c.all_to_all(buffer(in), buffer(out));
     }
   };
   for (int which = 0; which < 4; ++which) {
@@ -242,15 +247,17 @@ TEST(RootArguments, ARefusedRootFailsEveryRankNamingIt) {
       EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
       if (root) {
         EXPECT_NE(m.find(op + " failed on rank 0"), std::string::npos) << m;
-        EXPECT_NE(m.find(op == "broadcast" ? "output has 4 elements, expected 3" : "has 3 elements"),
-                  std::string::npos)
+        EXPECT_NE(
+            m.find(op == "broadcast" ? "output has 4 elements, expected 3" : "has 3 elements"),
+            std::string::npos)
             << m;
       } else {
         EXPECT_NE(m.find("rank 0 refused its own arguments to " + op + "(f32)"), std::string::npos)
             << m;
         // ... and why, in the root's words.
-        EXPECT_NE(m.find(op == "broadcast" ? "(output has 4 elements, expected 3" : "has 3 elements"),
-                  std::string::npos)
+        EXPECT_NE(
+            m.find(op == "broadcast" ? "(output has 4 elements, expected 3" : "has 3 elements"),
+            std::string::npos)
             << m;
         EXPECT_EQ(e.where().peer, 0) << m;
       }

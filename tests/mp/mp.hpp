@@ -46,9 +46,9 @@ bool identical_on_all_ranks(strata::Communicator& comm, const void* data, size_t
 
 inline const std::vector<strata::DataType>& all_dtypes() {
   using strata::DataType;
-  static const std::vector<DataType> v = {DataType::f32, DataType::f64, DataType::f16,
+  static const std::vector<DataType> v = {DataType::f32,  DataType::f64, DataType::f16,
                                           DataType::bf16, DataType::i8,  DataType::u8,
-                                          DataType::i32, DataType::i64};
+                                          DataType::i32,  DataType::i64};
   return v;
 }
 inline const std::vector<strata::ReduceOp>& all_ops() {

@@ -39,24 +39,45 @@ int64_t pattern(int rank, size_t i, int salt) {
 namespace {
 template <typename T>
 T as(double v) {
-  if constexpr (std::is_same_v<T, strata::f16_t>) return strata::to_f16(float(v));
-  else if constexpr (std::is_same_v<T, strata::bf16_t>) return strata::to_bf16(float(v));
-  else return T(v);
+  if constexpr (std::is_same_v<T, strata::f16_t>)
+    return strata::to_f16(float(v));
+  else if constexpr (std::is_same_v<T, strata::bf16_t>)
+    return strata::to_bf16(float(v));
+  else
+    return T(v);
 }
 
 template <typename F>
 void dispatch(strata::DataType dt, F f) {
   using strata::DataType;
   switch (dt) {
-    case DataType::f32: f(float{}); break;
-    case DataType::f64: f(double{}); break;
-    case DataType::f16: f(strata::f16_t{}); break;
-    case DataType::bf16: f(strata::bf16_t{}); break;
-    case DataType::i8: f(int8_t{}); break;
-    case DataType::u8: f(uint8_t{}); break;
-    case DataType::i32: f(int32_t{}); break;
-    case DataType::i64: f(int64_t{}); break;
-    default: ADD_FAILURE() << "no fill pattern for " << strata::dtype_name(dt); break;
+    case DataType::f32:
+      f(float{});
+      break;
+    case DataType::f64:
+      f(double{});
+      break;
+    case DataType::f16:
+      f(strata::f16_t{});
+      break;
+    case DataType::bf16:
+      f(strata::bf16_t{});
+      break;
+    case DataType::i8:
+      f(int8_t{});
+      break;
+    case DataType::u8:
+      f(uint8_t{});
+      break;
+    case DataType::i32:
+      f(int32_t{});
+      break;
+    case DataType::i64:
+      f(int64_t{});
+      break;
+    default:
+      ADD_FAILURE() << "no fill pattern for " << strata::dtype_name(dt);
+      break;
   }
 }
 
@@ -102,11 +123,22 @@ void reference_reduce(void* dst, strata::DataType dt, strata::ReduceOp op, size_
       for (int r = 1; r < nranks; ++r) {
         int64_t v = value(dt, r, i, salt);
         switch (op) {
-          case ReduceOp::sum: case ReduceOp::avg: acc += v, facc += double(v); break;
-          case ReduceOp::prod: acc *= v, facc *= double(v); break;
-          case ReduceOp::min: acc = std::min(acc, v), facc = std::min(facc, double(v)); break;
-          case ReduceOp::max: acc = std::max(acc, v), facc = std::max(facc, double(v)); break;
-          default: ADD_FAILURE() << "bitwise ops have their own test"; break;
+          case ReduceOp::sum:
+          case ReduceOp::avg:
+            acc += v, facc += double(v);
+            break;
+          case ReduceOp::prod:
+            acc *= v, facc *= double(v);
+            break;
+          case ReduceOp::min:
+            acc = std::min(acc, v), facc = std::min(facc, double(v));
+            break;
+          case ReduceOp::max:
+            acc = std::max(acc, v), facc = std::max(facc, double(v));
+            break;
+          default:
+            ADD_FAILURE() << "bitwise ops have their own test";
+            break;
         }
       }
       if (op == ReduceOp::avg) {

@@ -77,7 +77,8 @@ TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
   Work().on_complete([&] { ++empty; });
   EXPECT_EQ(empty, 1);
   // A failed operation (a receive nobody sends, past its 300 ms deadline) still calls back.
-  Communicator c = w.split(0, w.rank(), {.name = "callback", .timeout = std::chrono::milliseconds(300)});
+  Communicator c =
+      w.split(0, w.rank(), {.name = "callback", .timeout = std::chrono::milliseconds(300)});
   if (w.size() >= 2 && w.rank() == 0) {
     std::atomic<int> failed{0};
     std::vector<int32_t> r(4);

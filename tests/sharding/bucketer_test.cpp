@@ -30,7 +30,8 @@ BucketOptions small_caps(bool bf16 = false) {
 }
 
 // Writes every gradient and marks it ready, in `order`.
-void run_backward(GradBucketer& b, const FlatLayout& l, const std::vector<size_t>& order, int rank) {
+void run_backward(GradBucketer& b, const FlatLayout& l, const std::vector<size_t>& order,
+                  int rank) {
   for (size_t t : order) {
     auto g = b.grad(t);
     for (size_t k = 0; k < g.size(); ++k) g[k] = grad_value(rank, t, k);

@@ -52,7 +52,9 @@ void train(const shtest::Mlp& m, ZeroEngine& e, strata::Communicator& c, int fir
   for (int s = first; s < first + steps; ++s) shtest::train_step(m, e, s, c.rank(), c.size());
 }
 
-struct Reshard { int from_size, from_stage, to_size, to_stage; };
+struct Reshard {
+  int from_size, from_stage, to_size, to_stage;
+};
 
 TEST(Checkpoint, ReloadsOnAnotherWorldSizeAndStageAndTrainsOnToTheReference) {
   auto& w = mp::world();

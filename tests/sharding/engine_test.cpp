@@ -23,7 +23,8 @@ ZeroOptions options(int stage, float max_norm = 0.0f) {
 
 void train(const shtest::Mlp& m, ZeroEngine& e, int first_step, int steps) {
   auto& w = mp::world();
-  for (int s = first_step; s < first_step + steps; ++s) shtest::train_step(m, e, s, w.rank(), w.size());
+  for (int s = first_step; s < first_step + steps; ++s)
+    shtest::train_step(m, e, s, w.rank(), w.size());
 }
 
 TEST(Zero, EveryStageMatchesTheSingleProcessReferenceAfterFiveSteps) {
@@ -87,8 +88,10 @@ struct LiveSet {
   size_t seen = 0;
   void update(const std::vector<strata::GatherEvent>& ev) {
     for (; seen < ev.size(); ++seen) {
-      if (ev[seen].kind == strata::GatherEvent::free) live.erase(ev[seen].unit);
-      else live.insert(ev[seen].unit);
+      if (ev[seen].kind == strata::GatherEvent::free)
+        live.erase(ev[seen].unit);
+      else
+        live.insert(ev[seen].unit);
     }
   }
 };
@@ -133,8 +136,8 @@ TEST(Zero, Stage3GathersJustInTimeAndNeverBeyondThePrefetchWindow) {
         e.gather(l);
         ls.update(e.gather_events());
         EXPECT_EQ(ls.live, window(l, false)) << "backward unit " << l << " depth " << depth;
-        shtest::backward_layer(m, l, e.param(2 * l), acts[l], dz, e.grad(2 * l),
-                               e.grad(2 * l + 1), dz_prev, per);
+        shtest::backward_layer(m, l, e.param(2 * l), acts[l], dz, e.grad(2 * l), e.grad(2 * l + 1),
+                               dz_prev, per);
         e.ready(2 * l);
         e.ready(2 * l + 1);
         e.release(l);
@@ -170,7 +173,9 @@ TEST(Zero, Stage3BackwardReusesTheUnitForwardEndedWith) {
     if (ev.kind != strata::GatherEvent::free) ++gathers[ev.unit];
   for (size_t u = 0; u < L; ++u)
     EXPECT_EQ(gathers[u], u + 1 == L ? 2 : 4) << "unit " << u << " over 2 steps";
-  EXPECT_EQ(shtest::compare(e.full_params(), shtest::concat(shtest::reference(m, options(3).adamw, 2))), "");
+  EXPECT_EQ(
+      shtest::compare(e.full_params(), shtest::concat(shtest::reference(m, options(3).adamw, 2))),
+      "");
 }
 
 TEST(Zero, Stage3SmallUnitsStayResident) {
@@ -182,9 +187,9 @@ TEST(Zero, Stage3SmallUnitsStayResident) {
   shtest::init_engine(m, e);
   const size_t last = m.layers() - 1;
   train(m, e, 0, 3);
-  for (auto& ev : e.gather_events()) EXPECT_FALSE(ev.kind == strata::GatherEvent::free && ev.unit == last);
-  EXPECT_EQ(e.memory().param_bytes,
-            4 * e.layout().shard_numel() + 4 * e.layout().unit_numel(last));
+  for (auto& ev : e.gather_events())
+    EXPECT_FALSE(ev.kind == strata::GatherEvent::free && ev.unit == last);
+  EXPECT_EQ(e.memory().param_bytes, 4 * e.layout().shard_numel() + 4 * e.layout().unit_numel(last));
   EXPECT_EQ(shtest::compare(e.full_params(), shtest::concat(shtest::reference(m, o.adamw, 3))), "");
 }
 
@@ -207,7 +212,7 @@ TEST(Zero, EachStepReportsItsCommunicationAndTheExposedPart) {
     // last again for backward.
     const double n = w.size(), P = 4.0 * e.layout().padded_numel();
     const double last = 4.0 * e.layout().unit_numel(e.layout().num_units() - 1);
-    const double want = stage <= 1 ? 2 * (n - 1) / n * P + (stage == 1 ? (n - 1) / n * P : 0)
+    const double want = stage <= 1   ? 2 * (n - 1) / n * P + (stage == 1 ? (n - 1) / n * P : 0)
                         : stage == 2 ? 2 * (n - 1) / n * P
                                      : (n - 1) / n * (3 * P - last);
     EXPECT_NEAR(s.bus_bytes, want, 1e-9 * want) << "stage " << stage;

@@ -30,7 +30,8 @@ Batch batch(const Mlp& m, int step, size_t first, size_t count) {
   for (size_t s = 0; s < count; ++s) {
     const float id = float(size_t(step) * kGlobalBatch + first + s);
     for (size_t i = 0; i < din; ++i) b.x[s * din + i] = std::sin(0.37f * id + 0.91f * float(i));
-    for (size_t i = 0; i < dout; ++i) b.t[s * dout + i] = 0.5f * std::cos(0.23f * id + 1.7f * float(i));
+    for (size_t i = 0; i < dout; ++i)
+      b.t[s * dout + i] = 0.5f * std::cos(0.23f * id + 1.7f * float(i));
   }
   return b;
 }

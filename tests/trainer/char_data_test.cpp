@@ -1,7 +1,8 @@
 // The reference GPT's character data: vocabulary, round trip, split, layout-independent batches and
 // errors, on the bundled tiny-shakespeare corpus (data/tinyshakespeare.txt) and on small files.
-#include <gtest/gtest.h>
+#include "trainer/char_data.hpp"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,8 +13,6 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-
-#include "trainer/char_data.hpp"
 
 namespace {
 

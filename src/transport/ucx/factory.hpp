@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
+#include "strata/store.hpp"
 #include "transport/transport.hpp"
 #include "transport/ucx/stale_files.hpp"
-#include "strata/store.hpp"
 
 namespace strata::ucx {
 

@@ -12,10 +12,10 @@
 #include <sstream>
 #include <utility>
 
-#include "bootstrap/await_rank.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "base/spin_policy.hpp"
+#include "bootstrap/await_rank.hpp"
 #include "transport/call_bits.hpp"
 #include "transport/tags.hpp"
 
@@ -72,8 +72,13 @@ Context::~Context() {
 
 Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
                const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr),
-      scratch_(4), scratch_size_(4, 0), where_(where) {
+    : rank_(rank),
+      size_(size),
+      context_(Context::get()),
+      eps_(size, nullptr),
+      scratch_(4),
+      scratch_size_(4, 0),
+      where_(where) {
   if (size > tags::kMaxRanks) {
     fail_setup(where, std::to_string(size) + " ranks: message tags name at most " +
                           std::to_string(tags::kMaxRanks));
@@ -139,8 +144,8 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
 Worker::~Worker() {
   // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
   auto until = Clock::now() + std::chrono::seconds(2);
-  for (void*& request : {std::ref(notice_request_), std::ref(query_request_),
-                         std::ref(answer_request_)}) {
+  for (void*& request :
+       {std::ref(notice_request_), std::ref(query_request_), std::ref(answer_request_)}) {
     if (!request) continue;
     ucp_request_cancel(worker_, request);
     while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < until)
@@ -198,8 +203,7 @@ void Worker::begin_collective(uint64_t seq, const ErrorContext& where, Clock::ti
   if (watchdog_ && failed_) watchdog_->check(where);  // a failure reported while asking
 }
 
-Notice Worker::tell_mismatch(const transport::Call& mine, int peer,
-                             const transport::Call& theirs) {
+Notice Worker::tell_mismatch(const transport::Call& mine, int peer, const transport::Call& theirs) {
   // The peers waiting on this rank, or on ranks waiting on it, learn of it at once.
   const Notice n{Notice::mismatch, int32_t(peer), int32_t(rank_), {mine, theirs}};
   send_notice(n);
@@ -224,7 +228,7 @@ Error Worker::failure(ErrorCode code, int peer, const std::string& what) const {
 }
 
 transport::Request Worker::post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
-                           uint64_t mask) {
+                                uint64_t mask) {
   transport::Request r;
   r.peer = peer;
   r.bytes = bytes;
@@ -298,10 +302,11 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
     const uint32_t theirs = tags::call_of(info.sender_tag);
     if (theirs != tag_call_) throw mismatch(where, call_, r.peer, {theirs}, "");
     if (s == UCS_ERR_MESSAGE_TRUNCATED || got != r.bytes) {
-      throw mismatch(where, call_, r.peer, {theirs, call_.root, -1},
-                     " with another count (it sent " +
-                         (s == UCS_OK ? std::to_string(got) : "more than " + std::to_string(r.bytes)) +
-                         " bytes where this rank expected " + std::to_string(r.bytes) + ")");
+      throw mismatch(
+          where, call_, r.peer, {theirs, call_.root, -1},
+          " with another count (it sent " +
+              (s == UCS_OK ? std::to_string(got) : "more than " + std::to_string(r.bytes)) +
+              " bytes where this rank expected " + std::to_string(r.bytes) + ")");
     }
   }
   if (s == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -368,8 +373,8 @@ void Worker::wait(std::span<transport::Request> reqs) {
       if (now >= deadline_) {
         const auto& r = reqs[first_pending];
         std::ostringstream m;
-        m << "timed out waiting to " << (r.is_recv ? "receive " : "send ") << r.bytes
-          << " bytes " << (r.is_recv ? "from" : "to") << " peer " << r.peer
+        m << "timed out waiting to " << (r.is_recv ? "receive " : "send ") << r.bytes << " bytes "
+          << (r.is_recv ? "from" : "to") << " peer " << r.peer
           << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
         throw failure(ErrorCode::timeout, r.peer, m.str());
       }
@@ -390,7 +395,7 @@ void Worker::wait(std::span<transport::Request> reqs) {
     // One bound for all: 5 s, or 1 s after a timeout, whose peer did not answer for the whole
     // of STRATA_TIMEOUT and will not now (a stopped process holds a rendezvous send for ever).
     const auto until = Clock::now() + (e.code() == ErrorCode::timeout ? std::chrono::seconds(1)
-                                                                        : std::chrono::seconds(5));
+                                                                      : std::chrono::seconds(5));
     for (auto& r : reqs) cancel_by(r, until);
     throw;
   } catch (...) {
@@ -464,8 +469,8 @@ std::optional<Notice> Worker::poll_failure() {
   const int peer = unreachable_peer_.load();
   if (peer >= 0) {
     failed_ = true;
-    STRATA_LOG(WARN, "NET") << "endpoint to rank " << peer << " failed: "
-                            << status_text(ucs_status_t(unreachable_status_.load()));
+    STRATA_LOG(WARN, "NET") << "endpoint to rank " << peer
+                            << " failed: " << status_text(ucs_status_t(unreachable_status_.load()));
     return Notice{Notice::unreachable, peer, rank_};
   }
   return std::nullopt;

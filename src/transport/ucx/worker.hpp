@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "strata/error.hpp"
+#include "strata/store.hpp"
 #include "transport/call_history.hpp"
 #include "transport/tags.hpp"
 #include "transport/transport.hpp"
-#include "strata/error.hpp"
-#include "strata/store.hpp"
 
 namespace strata::ucx {
 
@@ -105,7 +105,7 @@ class Worker final : public transport::Transport {
   /// The tag of the current collective's message from `src` (transport/tags.hpp).
   uint64_t collective_tag(int src, uint32_t step) const;
   transport::Request post(bool recv, int peer, void* data, size_t bytes, uint64_t tag,
-                     uint64_t mask = ~uint64_t(0));
+                          uint64_t mask = ~uint64_t(0));
 
   int rank_;
   int size_;
@@ -119,7 +119,7 @@ class Worker final : public transport::Transport {
   std::vector<size_t> scratch_size_;
   // State of the collective being run (only touched by the executing thread).
   uint64_t seq_ = 0;
-  transport::Call call_;  // of the collective under way
+  transport::Call call_;   // of the collective under way
   uint32_t tag_call_ = 0;  // what its messages carry (call_bits.hpp; 0 in STRATA_CHECK's exchange)
   ErrorContext where_;
   Clock::time_point deadline_;
