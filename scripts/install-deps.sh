@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config libhwloc-dev libxml2-dev hwloc libucx-dev ucx-utils
           libopenmpi-dev openmpi-bin libgtest-dev libopenblas-dev iproute2
-          clang libclang-rt-14-dev python3-venv python3-dev
+          clang clang-format libclang-rt-14-dev python3-venv python3-dev
           slurmd slurmctld slurm-client munge)
 
 missing=()
