@@ -46,12 +46,6 @@ uint32_t wire_timeout(milliseconds t) {
   return uint32_t(std::clamp<int64_t>(t.count(), 0, int64_t(UINT32_MAX)));
 }
 
-ErrorContext at(const char* op) {
-  ErrorContext c;
-  c.op = op;
-  return c;
-}
-
 std::string ms(milliseconds t) { return std::to_string(t.count()) + " ms"; }
 
 /// A key as it appears in an error message: quoted, non-printable bytes escaped, long keys cut.

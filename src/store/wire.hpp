@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/error.hpp"
+
 namespace strata::store {
 
 constexpr uint32_t kMagic = 0x54525453;  // "STRT" in memory order
@@ -103,5 +105,12 @@ bool resolve_ipv4(const std::string& host, uint16_t port, bool passive, sockaddr
                   std::string& why);
 /// "a.b.c.d:port", for log lines and error messages.
 std::string address_string(const sockaddr_in& a);
+
+/// The context of a store error: the operation ("store.connect"), no rank or group yet.
+inline ErrorContext at(const char* op) {
+  ErrorContext c;
+  c.op = op;
+  return c;
+}
 
 }  // namespace strata::store
