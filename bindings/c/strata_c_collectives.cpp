@@ -1,0 +1,139 @@
+// The C ABI's collectives and point-to-point calls: each converts and checks its arguments at
+// the call (inside a group too) and submits the C++ call (c_call.hpp).
+#include "c_call.hpp"
+
+using namespace strata_c;
+
+extern "C" {
+
+strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                               strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                               strataWork_t* work) {
+  return submit("strataAllReduce", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, count, datatype), out = buf(recvbuff, count, datatype),
+            o = op_of(op)] { return c.all_reduce(in, out, o); };
+  });
+}
+
+strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                               strataDataType_t datatype, int root, strataComm_t comm,
+                               strataWork_t* work) {
+  return submit("strataBroadcast", work, [&] {
+    auto& c = comm_of(comm);
+    const Buffer out = buf(recvbuff, count, datatype);
+    // sendbuff matters on root only (it may be NULL elsewhere).
+    const Buffer in = c.rank() == root ? buf(sendbuff, count, datatype) : out;
+    return [&c, in, out, root] { return c.broadcast(in, out, root); };
+  });
+}
+
+strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            strataDataType_t datatype, strataRedOp_t op, int root,
+                            strataComm_t comm, strataWork_t* work) {
+  return submit("strataReduce", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, count, datatype), out = buf(recvbuff, count, datatype),
+            o = op_of(op), root] { return c.reduce(in, out, o, root); };
+  });
+}
+
+strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                               strataDataType_t datatype, strataComm_t comm, strataWork_t* work) {
+  return submit("strataAllGather", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, sendcount, datatype),
+            out = buf(recvbuff, sendcount * size_t(c.size()), datatype)] {
+      return c.all_gather(in, out);
+    };
+  });
+}
+
+strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                   strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
+                                   strataWork_t* work) {
+  return submit("strataReduceScatter", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, recvcount * size_t(c.size()), datatype),
+            out = buf(recvbuff, recvcount, datatype),
+            o = op_of(op)] { return c.reduce_scatter(in, out, o); };
+  });
+}
+
+strataResult_t strataAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                              strataDataType_t datatype, strataComm_t comm, strataWork_t* work) {
+  return submit("strataAlltoAll", work, [&] {
+    auto& c = comm_of(comm);
+    const size_t total = count * size_t(c.size());
+    return [&c, in = buf(sendbuff, total, datatype), out = buf(recvbuff, total, datatype)] {
+      return c.all_to_all(in, out);
+    };
+  });
+}
+
+strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts,
+                               const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                               const size_t* rdispls, strataDataType_t datatype, strataComm_t comm,
+                               strataWork_t* work) {
+  return submit("strataAlltoAllv", work, [&] {
+    auto& c = comm_of(comm);
+    require(sendcounts && sdispls && recvcounts && rdispls, strataInvalidArgument,
+            "a count or displacement array is NULL");
+    const size_t n = size_t(c.size());
+    std::vector<size_t> sc(sendcounts, sendcounts + n), sd(sdispls, sdispls + n),
+        rc(recvcounts, recvcounts + n), rd(rdispls, rdispls + n);
+    size_t in_count = 0, out_count = 0;  // the extent each buffer must have
+    for (size_t i = 0; i < n; ++i) {
+      in_count = std::max(in_count, sd[i] + sc[i]);
+      out_count = std::max(out_count, rd[i] + rc[i]);
+    }
+    return [&c, in = buf(sendbuff, in_count, datatype), out = buf(recvbuff, out_count, datatype),
+            sc, sd, rc, rd] { return c.all_to_allv(in, sc, sd, out, rc, rd); };
+  });
+}
+
+strataResult_t strataGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            strataDataType_t datatype, int root, strataComm_t comm,
+                            strataWork_t* work) {
+  return submit("strataGather", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, sendcount, datatype),
+            out = buf(recvbuff, c.rank() == root ? sendcount * size_t(c.size()) : 0, datatype),
+            root] { return c.gather(in, out, root); };
+  });
+}
+
+strataResult_t strataScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             strataDataType_t datatype, int root, strataComm_t comm,
+                             strataWork_t* work) {
+  return submit("strataScatter", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, c.rank() == root ? recvcount * size_t(c.size()) : 0, datatype),
+            out = buf(recvbuff, recvcount, datatype), root] { return c.scatter(in, out, root); };
+  });
+}
+
+strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work) {
+  return submit("strataBarrier", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c] { return c.barrier(); };
+  });
+}
+
+strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
+                          strataComm_t comm, strataWork_t* work) {
+  return submit("strataSend", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, in = buf(sendbuff, count, datatype), peer] { return c.send(in, peer); };
+  });
+}
+
+strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
+                          strataComm_t comm, strataWork_t* work) {
+  return submit("strataRecv", work, [&] {
+    auto& c = comm_of(comm);
+    return [&c, out = buf(recvbuff, count, datatype), peer] { return c.recv(out, peer); };
+  });
+}
+
+}  // extern "C"
