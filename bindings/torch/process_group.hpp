@@ -3,11 +3,14 @@
 // for how each completes and docs/bindings.md for what is not supported and why.
 #pragma once
 
+#include <c10/util/Exception.h>
+
 #include <atomic>
 #include <memory>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "strata/communicator.hpp"
+#include "strata/error.hpp"
 #include "work.hpp"
 
 namespace strata::torch_backend {
@@ -100,5 +103,26 @@ class ProcessGroupStrata final : public c10d::Backend {
   std::atomic<uint64_t> seq_{0};
   strata::Work last_;  // the last operation issued
 };
+
+// Every operation's common part (process_group.cpp and process_group_lists.cpp issue through it).
+template <typename Issue>
+c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType type, const char* title,
+                                                       const std::vector<at::Tensor>& inputs,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::chrono::milliseconds timeout,
+                                                       Issue&& issue) {
+  TORCH_CHECK(comm_, "strata: rank ", getRank(), " used a process group after shutdown()");
+  auto work = c10::make_intrusive<StrataWork>(getRank(), type, title, inputs, std::move(outputs),
+                                              deadline(timeout));
+  try {
+    issue(*work);
+  } catch (const Error&) {
+    std::rethrow_exception(torch_exception(std::current_exception()));
+  }
+  ++seq_;
+  last_ = work->last_operation();
+  work->issued(completer_->queue());
+  return work;
+}
 
 }  // namespace strata::torch_backend
