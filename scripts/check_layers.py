@@ -13,7 +13,8 @@ layer in parentheses only through its public headers (the build enforces the sam
 layer compiles against links to the layers it may reach directly); CONSUMERS below says it for
 the rest, who may include every public header but the umbrella's parts of no layer, and
 OWN_LAYER_ONLY names the headers no other layer may include (a transport's implementation: the
-runtime sees its interface and factory). A file's own layer is always allowed. Spellings that
+runtime sees its interface and factory). The trainer's own folders (TRAINER) are checked the
+same way, bottom up from model/. A file's own layer is always allowed. Spellings that
 climb (`../`) or reach past the roots (`src/...`) are refused: they hide the layer, and the
 compiler would find them beside the including file.
 """
@@ -57,6 +58,17 @@ CONSUMERS = {
     "tools": [],
     "consumers": [],  # the umbrella header, strata/strata.hpp
 }
+# The trainer's own folders, bottom up (docs/trainer.md): what each may include besides itself and
+# the public headers. "" is the top: the command line and its modes.
+TRAINER = {
+    "model": [],
+    "parallel": ["model"],
+    "train": ["parallel", "model"],
+    "validate": ["train", "parallel", "model"],
+    "": ["validate", "train", "parallel", "model"],
+}
+
+
 # Headers only their own layer may include: a transport's implementation, which the runtime reaches
 # through the interface (transport/transport.hpp) and the transport's factory (ucx/factory.hpp).
 def own_layer_only(spelled):
@@ -97,9 +109,26 @@ def check(repo):
                     m = INCLUDE.match(line)
                     if m:
                         error = judge(layer, m.group(1), library)
+                        if not error and layer == "trainer":
+                            error = judge_trainer(path, rel, m.group(1))
                         if error:
                             errors.append(f"{rel}:{n}: {error}")
     return files, errors
+
+
+def judge_trainer(path, rel, spelled):
+    """Why trainer file `rel` (at `path`) may not include `spelled`, or None: its folders in the
+    order of TRAINER, and a bare name only for a file beside the includer."""
+    mine = rel.parts[1] if len(rel.parts) > 2 else ""
+    if "/" not in spelled:
+        if mine == "" or (path.parent / spelled).exists():
+            return None
+        return f'trainer/{mine} includes "{spelled}", which is not beside it'
+    target = spelled.split("/")[0]
+    if target not in TRAINER or target == mine or target in TRAINER[mine]:
+        return None
+    return (f'trainer/{mine or "(top)"} includes "{spelled}" (trainer/{target}); it may include '
+            f'{", ".join(TRAINER[mine]) or "nothing of the trainer"}')
 
 
 def judge(layer, spelled, library):
@@ -110,6 +139,8 @@ def judge(layer, spelled, library):
         return None  # a file beside this one
     if layer not in library:  # a consumer: every public header, and CONSUMERS' layers
         target = spelled.split("/")[0]
+        if layer == "trainer" and target in TRAINER:
+            return None  # judged by judge_trainer
         if target == "strata" or target in CONSUMERS[layer] or spelled.startswith(layer + "/"):
             return None
         return f'{layer} includes "{spelled}"; it may include strata/ and {CONSUMERS[layer]}'
@@ -137,8 +168,9 @@ def judge(layer, spelled, library):
 
 def self_test():
     """A tree with one upward include (base -> runtime), one through a public header (base ->
-    strata/communicator.hpp, which the runtime implements), one climbing spelling and one reach
-    into a transport's implementation: all four reported."""
+    strata/communicator.hpp, which the runtime implements), one climbing spelling, one reach
+    into a transport's implementation and one upward in the trainer (model -> train): all five
+    reported."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = pathlib.Path(d)
@@ -148,6 +180,7 @@ def self_test():
                                                '#include "transport/ucx/worker.hpp"\n'
                                                '#include "strata/types.hpp"\n',
                           "src/shm/c.cpp": '#include "kernels/blocks.hpp"\n',
+                          "trainer/model/m.cpp": '#include "train/gpt_trainer.hpp"\n',
                           "src/layers.txt": "base\nkernels\ntransport\nshm kernels base\n"
                                             "runtime shm transport base\n"}.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -156,8 +189,9 @@ def self_test():
     expected = ['src/base/a.cpp:1: layer base includes "runtime/op_queue.hpp"',
                 'src/base/a.cpp:2: layer base includes "strata/communicator.hpp" (layer runtime',
                 'src/runtime/b.cpp:2: #include "../x.hpp" hides its layer',
-                'src/runtime/b.cpp:3: layer runtime includes "transport/ucx/worker.hpp", which']
-    ok = files == 3 and len(errors) == 4 and all(
+                'src/runtime/b.cpp:3: layer runtime includes "transport/ucx/worker.hpp", which',
+                'trainer/model/m.cpp:1: trainer/model includes "train/gpt_trainer.hpp"']
+    ok = files == 4 and len(errors) == 5 and all(
         e.startswith(x) for e, x in zip(sorted(errors), expected))
     print("check_layers self-test:", "passed" if ok else f"FAILED: {files} files, {errors}")
     return 0 if ok else 1

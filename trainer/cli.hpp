@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gpt_trainer.hpp"
+#include "train/gpt_trainer.hpp"
 
 namespace gpt {
 

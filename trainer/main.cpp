@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <exception>
 
-#include "layouts.hpp"
 #include "modes.hpp"
 #include "strata/error.hpp"
+#include "validate/layouts.hpp"
 
 int main(int argc, char** argv) {
   gpt::RunOptions r;
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     r.train.model.vocab = data.vocab();
     // A layout the world cannot hold is bad input like a bad flag: one line, exit 2, nothing run.
     if (r.mode == "validate")
-      gpt::validate_layouts(r, world.size());
+      gpt::validate_layouts(r.layouts, r.train, world.size());
     else
       gpt::check_layout(r.train, world.size());
     return r.mode == "validate" ? gpt::run_validate(world, data, r)

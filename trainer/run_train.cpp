@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "layout_formulas.hpp"
-#include "loss_plot.hpp"
 #include "modes.hpp"
+#include "validate/layout_formulas.hpp"
+#include "validate/loss_plot.hpp"
 
 namespace gpt {
 

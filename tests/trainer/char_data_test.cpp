@@ -1,6 +1,6 @@
 // The reference GPT's character data: vocabulary, round trip, split, layout-independent batches and
 // errors, on the bundled tiny-shakespeare corpus (data/tinyshakespeare.txt) and on small files.
-#include "trainer/char_data.hpp"
+#include "trainer/train/char_data.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

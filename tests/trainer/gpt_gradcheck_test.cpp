@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "tests/numerics.hpp"
-#include "trainer/char_data.hpp"
-#include "trainer/gpt_model.hpp"
+#include "trainer/model/gpt_model.hpp"
+#include "trainer/train/char_data.hpp"
 
 namespace {
 

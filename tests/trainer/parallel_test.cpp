@@ -13,9 +13,9 @@
 
 #include "tests/mp/mp.hpp"
 #include "tests/numerics.hpp"
-#include "trainer/gpt_trainer.hpp"
-#include "trainer/layout_formulas.hpp"
-#include "trainer/planted_fault.hpp"
+#include "trainer/parallel/planted_fault.hpp"
+#include "trainer/train/gpt_trainer.hpp"
+#include "trainer/validate/layout_formulas.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // executor's semantics: a pass receives (blocking) right before it runs and sends right after it,
 // and sends never block. Every accepted shape must finish, run each pass once, hold what the
 // formulas say and, with uniform pass costs, reach the ideal bubble.
-#include "trainer/pipeline_schedule.hpp"
+#include "trainer/parallel/pipeline_schedule.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The certification report writer: a hand-made Report (2 nodes, 2 layouts, one failing a
 // bandwidth probe) written to a scratch directory and read back element by element: files,
 // verdict, sections, exact cells, well-formed and escaped SVG, determinism, errors.
-#include "trainer/report.hpp"
+#include "trainer/validate/report.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "cli.hpp"
-#include "gpt_trainer.hpp"
 #include "tests/numerics.hpp"
+#include "train/gpt_trainer.hpp"
 
 namespace {
 

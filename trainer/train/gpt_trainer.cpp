@@ -1,0 +1,294 @@
+// The reference GPT's trainer in any tp x pp x dp layout: checking the layout, building the mesh,
+// this rank's part of the model and its engine; the public calls. One step's work is in
+// train_step.cpp, the whole model's assembly in whole_model.cpp (trainer_impl.hpp joins them).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "strata/store.hpp"
+#include "train/trainer_impl.hpp"
+
+namespace gpt {
+
+strata::Communicator job_communicator() {
+  const bool launched =
+      std::getenv("RANK") || std::getenv("WORLD_SIZE") || std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (launched) return strata::Communicator::from_env();
+  // One rank: a loopback store of our own, for as long as the process lives.
+  strata::TcpStoreOptions so;
+  so.token = "strata-gpt-" + std::to_string(::getpid());
+  static strata::TcpStoreServer server(so);
+  so.port = server.port();
+  return strata::Communicator::create(std::make_shared<strata::TcpStore>(so), 0, 1);
+}
+
+float learning_rate(const TrainOptions& o, int step) {
+  if (step < o.warmup) return o.lr * float(step + 1) / float(o.warmup);
+  const int decay = std::max(1, o.steps - o.warmup);
+  const double t = std::min(1.0, double(step - o.warmup) / decay);
+  return o.min_lr + float(0.5 * (1.0 + std::cos(M_PI * t))) * (o.lr - o.min_lr);
+}
+
+namespace {
+
+strata::ZeroOptions engine_options(const TrainOptions& o) {
+  strata::ZeroOptions z;
+  z.stage = o.stage;
+  z.adamw.lr = o.lr;
+  z.adamw.weight_decay = o.weight_decay;
+  z.adamw.max_grad_norm = o.max_grad_norm;
+  z.adamw.beta2 = 0.95f;  // GPT practice
+  z.prefetch_depth = o.prefetch;
+  z.buckets.cap_bytes = o.bucket_bytes;
+  z.buckets.first_cap_bytes = std::min(z.buckets.first_cap_bytes, o.bucket_bytes);
+  return z;
+}
+
+void refuse(const std::string& why) { throw std::invalid_argument(why); }
+
+}  // namespace
+
+void check_layout(const TrainOptions& o, int ranks) {
+  const Config& c = o.model;
+  if (o.tp < 1 || o.pp < 1 || ranks % (o.tp * o.pp) != 0)
+    refuse("layout tp=" + std::to_string(o.tp) + " pp=" + std::to_string(o.pp) +
+           ": tp*pp = " + std::to_string(o.tp * o.pp) + " does not divide the " +
+           std::to_string(ranks) + " ranks");
+  if (c.heads % o.tp != 0)
+    refuse("--tp " + std::to_string(o.tp) + " does not divide the " + std::to_string(c.heads) +
+           " heads");
+  if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
+  if (o.sp && c.ctx % o.tp != 0)
+    refuse("--sp: the sequence of " + std::to_string(c.ctx) +
+           " positions does not divide by tp=" + std::to_string(o.tp));
+  if (o.virtual_stages > 1 && o.schedule != pp::Schedule::interleaved)
+    refuse("--virtual-stages " + std::to_string(o.virtual_stages) +
+           " needs --schedule interleaved");
+  const int stages = o.pp * o.virtual_stages;
+  if (stages > c.layers)
+    refuse(std::to_string(stages) + " pipeline stages (pp=" + std::to_string(o.pp) + " x " +
+           std::to_string(o.virtual_stages) + " virtual) but only " + std::to_string(c.layers) +
+           " layers");
+  if (o.pp > 1 || o.schedule == pp::Schedule::interleaved)
+    pp::check_schedule(o.schedule, o.pp, o.micro_batches, o.virtual_stages);
+  const long dp = ranks / (o.tp * o.pp), per_step = dp * o.micro_batches;
+  if (o.micro_batches < 1 || o.global_batch < 1 || o.global_batch % per_step != 0)
+    refuse("global batch " + std::to_string(o.global_batch) + " does not divide into dp=" +
+           std::to_string(dp) + " x " + std::to_string(o.micro_batches) + " micro-batches");
+}
+
+std::string layout_name(const TrainOptions& o, int ranks) {
+  std::string n;
+  if (o.tp > 1) n += "tp" + std::to_string(o.tp) + (o.sp ? ".sp." : ".");
+  if (o.pp > 1) {
+    n += "pp" + std::to_string(o.pp) + "." + std::string(pp::schedule_name(o.schedule));
+    if (o.virtual_stages > 1) n += ".v" + std::to_string(o.virtual_stages);
+    n += ".";
+  }
+  n += "dp" + std::to_string(ranks / (o.tp * o.pp));
+  if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
+  return n;
+}
+
+namespace {
+
+strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
+  check_layout(o, world.size());
+  strata::MeshShape shape;
+  shape.tp = o.tp, shape.pp = o.pp;
+  strata::MeshOptions mo;
+  mo.allow_cross_node_tp = o.allow_cross_node_tp;
+  mo.name = "gpt";
+  try {
+    return strata::Mesh::create(world, shape, mo);
+  } catch (const strata::Error& e) {  // a layout this job's nodes cannot hold: bad input
+    if (e.code() != strata::ErrorCode::invalid_argument) throw;
+    std::string why = e.what();
+    if (why.find("spans nodes") != std::string::npos) why += " (strata-gpt: --allow-cross-node-tp)";
+    throw std::invalid_argument(why);
+  }
+}
+
+}  // namespace
+
+Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOptions opt)
+    : o(std::move(opt)),
+      data(d),
+      mesh(make_mesh(world, o)),
+      // Small reductions on their own group: they never queue behind the engine's.
+      metrics(world.split(0, world.rank(), strata::CommOptions{.name = "gpt/metrics"})),
+      micro(o.global_batch / (mesh.shape().dp * o.micro_batches)),
+      tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
+      pipe(mesh.group(strata::Dim::pp), o.schedule, o.micro_batches, o.virtual_stages),
+      engine(mesh.group(strata::Dim::dp), local_specs(), [&] {
+        strata::ZeroOptions z = engine_options(o);
+        if (o.tp * o.pp > 1) z.grad_norm_group = mesh.group({strata::Dim::tp, strata::Dim::pp});
+        return z;
+      }()) {
+  if (o.model.vocab != data.vocab())
+    throw std::invalid_argument("model vocabulary " + std::to_string(o.model.vocab) +
+                                " but the corpus has " + std::to_string(data.vocab()) +
+                                " characters");
+  // The first and last stage of each pipeline share the tied wte's gradient.
+  const int stage = mesh.coord(strata::Dim::pp);
+  const bool ends = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
+  tied = world.split(ends ? mesh.coord(strata::Dim::tp) + o.tp * mesh.coord(strata::Dim::dp) : -1,
+                     stage, strata::CommOptions{.name = "gpt/tied"});
+  name_groups(world);
+  const std::vector<float> none;
+  for (size_t t = 0; t < global_tensor.size(); ++t) {
+    const size_t g = size_t(global_tensor[t]);
+    const std::vector<float> full = init_tensor(o.model, o.seed, g);
+    engine.set_param(t, tp ? tp_slice(o.model, g, full, o.tp, tp->rank()) : full);
+  }
+}
+
+// Builds chunks, unit_of, wte_copy and global_tensor; returns the engine's tensors.
+std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
+  const Config& c = o.model;
+  const std::vector<strata::TensorSpec> all = tp_param_specs(c, o.tp);
+  const int tp_rank = mesh.coord(strata::Dim::tp), L = c.layers;
+  const int stages = o.pp * o.virtual_stages;
+  unit_of.assign(size_t(L) + 2, -1);
+  std::vector<strata::TensorSpec> specs;
+  int next = 0;
+  auto add_unit = [&](int g, bool copy) {
+    for (size_t t = 0; t < all.size(); ++t) {
+      if (all[t].unit != g || (copy && t != 0)) continue;
+      strata::TensorSpec s = all[t];
+      s.unit = next;
+      // Count each parameter once in the gradient norm: a replicated tensor on tp rank 0 only,
+      // the tied wte on the first stage only.
+      s.in_grad_norm = !copy && (tp_rank == 0 || tp_split(s.name) != TpSplit::replicated);
+      specs.push_back(s);
+      global_tensor.push_back(int(t));
+    }
+    if (copy)
+      wte_copy = next;
+    else
+      unit_of[size_t(g)] = next;
+    ++next;
+  };
+  const bool head_here = pipe.last(pipe.chunks() - 1), embed_here = pipe.first(0);
+  if (head_here && !embed_here) add_unit(0, true);
+  for (int ch = 0; ch < pipe.chunks(); ++ch) {
+    const auto [first, last] = pp::stage_layers(L, stages, pipe.virtual_stage(ch));
+    if (first == 0) add_unit(0, false);
+    for (int l = first; l < last; ++l) add_unit(1 + l, false);
+    if (last == L) add_unit(L + 1, false);
+    ModelOptions mo;
+    mo.recompute = o.recompute, mo.first_layer = first, mo.last_layer = last, mo.tp = tp.get();
+    mo.slots = pipe.slots(ch);
+    chunks.emplace_back(c, micro, mo);
+  }
+  return specs;
+}
+
+// f(engine tensor) for every tensor of global unit g, in order.
+template <typename V, typename F>
+std::vector<V> Trainer::Impl::per_tensor(int g, F f) {
+  const auto& lay = engine.layout();
+  const size_t u = size_t(unit_of[size_t(g)]);
+  std::vector<V> out;
+  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) out.push_back(f(t));
+  return out;
+}
+
+Params Trainer::Impl::unit_params(int g) {
+  return per_tensor<std::span<const float>>(g, [&](size_t t) { return engine.param(t); });
+}
+
+Grads Trainer::Impl::unit_grads(int g) {
+  return per_tensor<std::span<float>>(g, [&](size_t t) { return engine.grad(t); });
+}
+
+// The engine unit of the tied wte this rank's head reads: its own (unit 0) or the last stage's
+// copy; wte is that unit's first tensor.
+size_t Trainer::Impl::wte_unit() const { return size_t(wte_copy >= 0 ? wte_copy : unit_of[0]); }
+size_t Trainer::Impl::wte_tensor() const { return engine.layout().unit_first_tensor(wte_unit()); }
+std::span<const float> Trainer::Impl::wte() { return engine.param(wte_tensor()); }
+std::span<float> Trainer::Impl::wte_grad() { return engine.grad(wte_tensor()); }
+
+// Every group this rank waits in, by name, with its world ranks: a failure is then named by the
+// world rank that died (failure_report.hpp).
+void Trainer::Impl::name_groups(strata::Communicator& world) {
+  using strata::Dim;
+  failures = std::make_unique<FailureReport>(world.store(), world.rank(), world.size());
+  std::vector<int> all(size_t(world.size()));
+  for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
+  failures->add_group("gpt/metrics", all, metrics);
+  for (Dim d : {Dim::tp, Dim::pp, Dim::dp})
+    failures->add_group("gpt/" + std::string(strata::dim_name(d)), mesh.group_ranks({d}),
+                        mesh.group(d));
+  failures->add_group("gpt/dp/gather", mesh.group_ranks({Dim::dp}));
+  failures->add_group("gpt/tp+pp", mesh.group_ranks({Dim::tp, Dim::pp}),
+                      o.tp * o.pp > 1 ? mesh.group({Dim::tp, Dim::pp}) : strata::Communicator());
+  const std::vector<int> stages = mesh.group_ranks({Dim::pp});
+  failures->add_group("gpt/tied", {stages.front(), stages.back()}, tied);
+}
+
+Trainer::Trainer(strata::Communicator world, const CharCorpus& data, TrainOptions o)
+    : impl_(std::make_unique<Impl>(std::move(world), data, std::move(o))) {}
+Trainer::~Trainer() = default;
+
+int Trainer::steps_done() const { return int(impl_->engine.steps_done()); }
+
+std::string Trainer::sample(const std::string& prompt, int n, float temperature, uint64_t seed) {
+  Impl& I = *impl_;
+  const Config& c = I.o.model;
+  // Every rank samples the same text from the gathered parameters on a one-sequence model.
+  const std::vector<float> flat = parameters();
+  const auto specs = param_specs(c);
+  std::vector<std::span<const float>> views;
+  size_t off = 0;
+  for (const auto& s : specs) {
+    views.emplace_back(flat.data() + off, s.numel());
+    off += s.numel();
+  }
+  auto unit = [&](size_t u) {  // the whole model's unit u
+    Params p;
+    for (size_t t = 0; t < specs.size(); ++t)
+      if (size_t(specs[t].unit) == u) p.push_back(views[t]);
+    return p;
+  };
+  Model one(c, 1);
+  std::vector<int> ctx = I.data.encode(prompt.empty() ? "\n" : prompt), out;
+  std::vector<int> window(size_t(c.ctx)), dummy(size_t(c.ctx), 0);
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int i = 0; i < n; ++i) {
+    // The last ctx tokens, left-aligned; the prediction is read at the last real position.
+    const size_t have = std::min(ctx.size(), size_t(c.ctx));
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(ctx.end() - long(have), ctx.end(), window.begin());
+    one.embed(window, unit(0));
+    for (int l = 0; l < c.layers; ++l) one.block(l, unit(size_t(1 + l)));
+    one.head(dummy, unit(size_t(c.layers) + 1), views[0]);
+    std::span<const float> logits = one.logits(0, int(have) - 1);
+    float mx = logits[0];
+    for (float v : logits) mx = std::max(mx, v);
+    std::vector<double> p(logits.size());
+    double z = 0;
+    for (size_t k = 0; k < p.size(); ++k) z += p[k] = std::exp((logits[k] - mx) / temperature);
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;  // xorshift64*
+    double u = double((rng * 0x2545F4914F6CDD1Dull) >> 11) / double(1ull << 53) * z;
+    size_t pick = 0;
+    while (pick + 1 < p.size() && (u -= p[pick]) > 0) ++pick;
+    ctx.push_back(int(pick));
+    out.push_back(int(pick));
+  }
+  return I.data.decode(out);
+}
+
+const strata::ZeroEngine& Trainer::engine() const { return impl_->engine; }
+strata::Mesh& Trainer::mesh() { return impl_->mesh; }
+
+size_t Trainer::activation_bytes() const {
+  size_t n = 0;
+  for (const Model& m : impl_->chunks) n += m.activation_bytes();
+  return n;
+}
+
+}  // namespace gpt

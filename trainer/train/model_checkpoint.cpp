@@ -1,0 +1,141 @@
+#include "train/model_checkpoint.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace gpt {
+
+namespace {
+
+constexpr char kMagic[] = "STRATAGPT";
+constexpr uint32_t kVersion = 1;
+const char kFile[] = "gpt-checkpoint.bin";
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    bytes(&v, sizeof v);
+  }
+  void bytes(const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) hash_ = (hash_ ^ c[i]) * 1099511628211ull;
+    out_.append(static_cast<const char*>(p), n);
+  }
+  void floats(const std::vector<float>& v) { bytes(v.data(), v.size() * sizeof(float)); }
+  std::string finish() {
+    const uint64_t h = hash_;
+    out_.append(reinterpret_cast<const char*>(&h), sizeof h);
+    return std::move(out_);
+  }
+
+ private:
+  std::string out_;
+  uint64_t hash_ = 1469598103934665603ull;
+};
+
+class Reader {
+ public:
+  Reader(std::string data, std::string path) : data_(std::move(data)), path_(std::move(path)) {}
+  template <typename T>
+  T get() {
+    T v;
+    bytes(&v, sizeof v);
+    return v;
+  }
+  void bytes(void* p, size_t n) {
+    if (n > data_.size() - at_) fail("truncated");
+    std::memcpy(p, data_.data() + at_, n);
+    at_ += n;
+  }
+  std::vector<float> floats(size_t n) {
+    std::vector<float> v(n);
+    bytes(v.data(), n * sizeof(float));
+    return v;
+  }
+  bool at_checksum() const { return data_.size() - at_ == sizeof(uint64_t); }
+  uint64_t hash_before_checksum() const {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < at_; ++i)
+      h = (h ^ static_cast<unsigned char>(data_[i])) * 1099511628211ull;
+    return h;
+  }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw std::runtime_error("checkpoint " + path_ + ": " + why);
+  }
+
+ private:
+  std::string data_, path_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+void write_checkpoint(const std::string& dir, const WholeState& s) {
+  const auto specs = param_specs(s.model);
+  Writer w;
+  w.bytes(kMagic, sizeof kMagic - 1);
+  w.put(kVersion);
+  w.put(s.step);
+  for (int x : {s.model.vocab, s.model.ctx, s.model.layers, s.model.heads, s.model.embd})
+    w.put(int32_t(x));
+  w.put(uint32_t(specs.size()));
+  for (const auto& t : specs) {
+    w.put(uint32_t(t.name.size()));
+    w.bytes(t.name.data(), t.name.size());
+    w.put(uint64_t(t.numel()));
+  }
+  w.floats(s.params);
+  w.floats(s.m);
+  w.floats(s.v);
+  const std::string data = w.finish();
+  const std::filesystem::path path = std::filesystem::path(dir) / kFile;
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(data.data(), std::streamsize(data.size()));
+    f.flush();
+    if (!f) throw std::runtime_error("checkpoint " + tmp.string() + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error("checkpoint " + path.string() + ": " + ec.message());
+}
+
+WholeState read_checkpoint(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kFile).string();
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("checkpoint " + path + ": cannot open");
+  Reader r(std::string(std::istreambuf_iterator<char>(f), {}), path);
+  char magic[sizeof kMagic - 1];
+  r.bytes(magic, sizeof magic);
+  if (std::memcmp(magic, kMagic, sizeof magic) != 0) r.fail("not a strata-gpt checkpoint");
+  if (const auto v = r.get<uint32_t>(); v != kVersion)
+    r.fail("version " + std::to_string(v) + ", this build reads " + std::to_string(kVersion));
+  WholeState s;
+  s.step = r.get<int64_t>();
+  for (int* x : {&s.model.vocab, &s.model.ctx, &s.model.layers, &s.model.heads, &s.model.embd})
+    *x = r.get<int32_t>();
+  const auto specs = param_specs(s.model);
+  if (r.get<uint32_t>() != specs.size()) r.fail("tensor count differs from its configuration");
+  size_t total = 0;
+  for (const auto& t : specs) {
+    std::string name(r.get<uint32_t>(), '\0');
+    r.bytes(name.data(), name.size());
+    if (name != t.name || r.get<uint64_t>() != t.numel())
+      r.fail("tensor " + name + " differs from " + t.name + " of its configuration");
+    total += t.numel();
+  }
+  s.params = r.floats(total);
+  s.m = r.floats(total);
+  s.v = r.floats(total);
+  if (!r.at_checksum()) r.fail("trailing bytes");
+  const uint64_t want = r.hash_before_checksum();
+  if (r.get<uint64_t>() != want) r.fail("checksum mismatch (corrupt)");
+  return s;
+}
+
+}  // namespace gpt

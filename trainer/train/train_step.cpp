@@ -1,0 +1,210 @@
+// One optimizer step through the pipeline schedule: for each action of this rank, a micro-batch's
+// forward or backward through one model chunk (receiving before it, sending after it), the units'
+// gradients marked ready in their last backward so buckets launch while backward goes on, then
+// the engine's step; the instruments (bubble, traffic) gathered per stage.
+#include <algorithm>
+#include <chrono>
+
+#include "parallel/planted_fault.hpp"
+#include "train/trainer_impl.hpp"
+
+namespace gpt {
+
+// Marks global unit g's gradients final: under sequence parallelism the LayerNorms' (replicated,
+// computed on this rank's rows only) are first summed over the tp group. The tied wte waits for
+// its reduction across the pipeline (launch_tied_reduction).
+void Trainer::Impl::ready_unit(int g) {
+  const auto& lay = engine.layout();
+  const size_t u = size_t(unit_of[size_t(g)]);
+  for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) {
+    if (tp && o.sp && is_layernorm(lay.tensors()[t].name)) tp->all_reduce_sum(engine.grad(t));
+    const bool tied_wte = g == 0 && t == lay.unit_first_tensor(u) && tied;
+    if (!tied_wte) engine.ready(t);
+  }
+}
+
+void Trainer::Impl::launch_tied_reduction() {
+  tied_work = planted(Fault::skip_tied_reduction)
+                  ? tied.barrier()
+                  : tied.all_reduce(strata::buffer(wte_grad()), strata::ReduceOp::sum);
+}
+
+void Trainer::Impl::load_batch(Split split, int step, int m) {
+  const size_t first =
+      size_t(mesh.coord(strata::Dim::dp)) * size_t(o.micro_batches * micro) + size_t(m * micro);
+  data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
+}
+
+// Micro-batch `micro` forward through chunk c (into `slot`); returns its mean loss on the
+// model's last stage, 0 elsewhere.
+float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slot) {
+  Model& model = chunks[size_t(c)];
+  model.select(slot);
+  engine.begin_forward();
+  if (model.has_embed()) {
+    load_batch(split, step, micro_id);
+    engine.gather(size_t(unit_of[0]));
+    model.embed(tokens, unit_params(0));
+    engine.release(size_t(unit_of[0]));
+  } else {
+    pipe.recv_activation(c, model.input());
+  }
+  for (int l = model.first_layer(); l < model.last_layer(); ++l) {
+    engine.gather(size_t(unit_of[size_t(1 + l)]));
+    model.block(l, unit_params(1 + l));
+    engine.release(size_t(unit_of[size_t(1 + l)]));
+  }
+  if (!model.has_head()) {
+    pipe.send_activation(c, model.output());
+    return 0.0f;
+  }
+  const int head = o.model.layers + 1;
+  const size_t wu = wte_unit();
+  load_batch(split, step, micro_id);
+  engine.gather(wu);
+  engine.gather(size_t(unit_of[size_t(head)]));
+  const float loss = model.head(targets, unit_params(head), wte());
+  engine.release(size_t(unit_of[size_t(head)]));
+  engine.release(wu);
+  return loss;
+}
+
+// Micro-batch `micro` backward through chunk c, adding into the gradients (written by micro-batch
+// 0); the last micro-batch marks each unit's gradients ready as soon as they are final.
+void Trainer::Impl::backward(int micro_id, int c) {
+  Model& model = chunks[size_t(c)];
+  model.select(micro_id % pipe.slots(c));
+  engine.begin_backward();
+  const bool acc = micro_id > 0, last = micro_id + 1 == o.micro_batches;
+  const int head = o.model.layers + 1;
+  if (model.has_head()) {
+    const size_t wu = wte_unit();
+    engine.gather(wu);
+    engine.gather(size_t(unit_of[size_t(head)]));
+    model.head_backward(unit_params(head), wte(), unit_grads(head), wte_grad(),
+                        1.0f / float(o.micro_batches), acc);
+    if (last) ready_unit(head);
+    engine.release(size_t(unit_of[size_t(head)]));
+    engine.release(wu);
+    if (last && wte_copy >= 0) launch_tied_reduction();
+  } else {
+    pipe.recv_gradient(c, model.output_grad());
+  }
+  for (int l = model.last_layer() - 1; l >= model.first_layer(); --l) {
+    engine.gather(size_t(unit_of[size_t(1 + l)]));
+    model.block_backward(l, unit_params(1 + l), unit_grads(1 + l), acc);
+    if (last) ready_unit(1 + l);
+    engine.release(size_t(unit_of[size_t(1 + l)]));
+  }
+  if (!model.has_embed()) {
+    pipe.send_gradient(c, model.input_grad());
+    return;
+  }
+  // embed_backward adds to wte's gradient, which the head writes first where it is on this rank.
+  Grads g0 = unit_grads(0);
+  if (wte_copy < 0 && tied && !acc) std::fill(g0[0].begin(), g0[0].end(), 0.0f);
+  model.embed_backward(g0, acc);
+  if (last) {
+    ready_unit(0);
+    if (tied) launch_tied_reduction();
+  }
+}
+
+double Trainer::Impl::reduce_loss(double local) {
+  // The last stage's loss (once per tp group), averaged over the data-parallel replicas.
+  const bool counts = pipe.last(pipe.chunks() - 1) && mesh.coord(strata::Dim::tp) == 0;
+  std::vector<double> v{counts ? local : 0.0};
+  metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
+  return v[0] / mesh.shape().dp;
+}
+
+std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
+  const int n = metrics.size();
+  std::vector<double> v{mine.pass_seconds, mine.compute_seconds, mine.tp_bus_bytes, mine.pp_bytes};
+  std::vector<double> all(v.size() * size_t(n));
+  metrics.all_gather(strata::buffer(v), strata::buffer(all)).wait();
+  std::vector<StepReport::Stage> out;
+  double span = 0;
+  for (int s = 0; s < o.pp; ++s) {
+    const double* f = all.data() + size_t(s) * size_t(n / o.pp) * v.size();  // tp 0, dp 0
+    out.push_back({f[0], f[1], f[2], f[3], 0.0});
+    span = std::max(span, f[0]);
+  }
+  for (auto& st : out) st.bubble = span > 0 ? 1 - st.compute_seconds / span : 0;
+  return out;
+}
+
+StepReport Trainer::step() {
+  try {
+    return impl_->step();
+  } catch (const strata::Error& e) {
+    throw impl_->failures->attribute(e);
+  }
+}
+
+StepReport Trainer::Impl::step() {
+  Impl& I = *this;
+  StepReport r;
+  r.step = int(I.engine.steps_done());
+  r.lr = learning_rate(I.o, r.step);
+  if (I.tp) I.tp->take_bus_bytes();
+  I.pipe.take_stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss = 0;
+  for (const pp::Action& a : I.pipe.actions()) {
+    if (a.kind == pp::Action::forward)
+      loss += I.forward(a.micro, a.chunk, r.step, Split::train, a.micro % I.pipe.slots(a.chunk));
+    else
+      I.backward(a.micro, a.chunk);
+  }
+  // The passes are done; what is left waits on other stages (their part of the tied embedding's
+  // gradient, their receives), so it counts as bubble, not compute.
+  const auto passes_done = std::chrono::steady_clock::now();
+  if (I.tied_work) {
+    I.tied_work->wait();
+    I.tied_work.reset();
+    I.engine.ready(I.wte_tensor());
+  }
+  I.pipe.finish_sends();
+  const auto t1 = std::chrono::steady_clock::now();
+  const double tail_wait = std::chrono::duration<double>(t1 - passes_done).count();
+  I.engine.set_learning_rate(r.lr);
+  I.engine.step();
+  const auto t2 = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(t2 - t0).count();
+  r.pass_seconds = std::chrono::duration<double>(t1 - t0).count();
+  const Pipeline::Stats ps = I.pipe.take_stats();
+  r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds - tail_wait;
+  r.pp_bytes = ps.bytes_sent;
+  r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
+  r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
+  r.stages = I.gather_stages(r);
+  const strata::StepStats s = I.engine.last_step_stats();
+  r.comm_seconds = s.comm_seconds;
+  r.exposed_seconds = s.exposed_seconds;
+  r.bus_bytes = s.bus_bytes;
+  r.grad_norm = s.grad_norm;
+  return r;
+}
+
+float Trainer::evaluate(int batches) {
+  try {
+    return impl_->evaluate(batches);
+  } catch (const strata::Error& e) {
+    throw impl_->failures->attribute(e);
+  }
+}
+
+float Trainer::Impl::evaluate(int batches) {
+  Impl& I = *this;
+  // Forward only, micro-batch by micro-batch through every chunk in order: each pass waits only
+  // for earlier virtual stages, so the pipeline drains without a schedule.
+  double sum = 0;
+  for (int b = 0; b < batches; ++b)
+    for (int m = 0; m < I.o.micro_batches; ++m)
+      for (int c = 0; c < I.pipe.chunks(); ++c) sum += I.forward(m, c, b, Split::val, 0);
+  I.pipe.finish_sends();
+  return float(I.reduce_loss(sum / (double(batches) * I.o.micro_batches)));
+}
+
+}  // namespace gpt

@@ -1,0 +1,66 @@
+// Trainer's insides, shared by its three files: gpt_trainer.cpp (the layout, construction, the
+// public calls), train_step.cpp (one optimizer step through the pipeline schedule),
+// whole_model.cpp (the whole model assembled from every rank's slices: parameters, checkpoints,
+// replica checks). Internal to trainer/.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "parallel/pipeline_parallel.hpp"
+#include "parallel/tensor_parallel.hpp"
+#include "strata/mesh.hpp"
+#include "train/failure_report.hpp"
+#include "train/gpt_trainer.hpp"
+
+namespace gpt {
+
+// Where a rank's tensors are: the engine's units are this rank's share of the model's units
+// (tensor-parallel slices of its pipeline chunks' units), in the order below, plus, on the last
+// stage of a pipeline, the copy of the tied wte (first, so that its late gradient fills the last
+// bucket and holds back no other).
+struct Trainer::Impl {
+  Impl(strata::Communicator world, const CharCorpus& d, TrainOptions opt);
+
+  std::vector<strata::TensorSpec> local_specs();
+  template <typename V, typename F>
+  std::vector<V> per_tensor(int g, F f);
+  Params unit_params(int g);
+  Grads unit_grads(int g);
+  size_t wte_unit() const;
+  size_t wte_tensor() const;
+  std::span<const float> wte();
+  std::span<float> wte_grad();
+  void ready_unit(int g);
+  void load_batch(Split split, int step, int m);
+  float forward(int micro, int c, int step, Split split, int slot);
+  void backward(int micro, int c);
+  void launch_tied_reduction();
+  double reduce_loss(double local);
+  std::vector<float> whole(const std::vector<float>& local);
+  std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
+  void name_groups(strata::Communicator& world);
+  StepReport step();
+  float evaluate(int batches);
+
+  TrainOptions o;
+  const CharCorpus& data;
+  strata::Mesh mesh;
+  strata::Communicator metrics, tied;  // tied: this pipeline's first and last stage (pp > 1)
+  int micro;                           // sequences per micro-batch
+  std::unique_ptr<TensorParallel> tp;  // null when tp = 1
+  Pipeline pipe;
+  std::vector<int> unit_of;        // global unit -> engine unit (-1: not on this rank)
+  int wte_copy = -1;               // engine unit of the tied wte copy, or -1
+  std::vector<int> global_tensor;  // engine tensor -> index into param_specs
+  std::vector<Model> chunks;       // one per model chunk of this rank's stage
+  strata::ZeroEngine engine;
+  std::vector<int> tokens, targets;
+  std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
+  std::unique_ptr<FailureReport> failures;
+};
+
+}  // namespace gpt

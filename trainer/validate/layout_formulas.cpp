@@ -1,0 +1,92 @@
+#include "validate/layout_formulas.hpp"
+
+#include "parallel/pipeline_schedule.hpp"
+#include "parallel/tensor_parallel.hpp"
+#include "strata/types.hpp"
+
+namespace gpt {
+
+namespace {
+
+// The model chunks of pipeline stage `stage`: their layer ranges.
+template <typename F>
+void for_each_chunk(const TrainOptions& o, int stage, F f) {
+  const int stages = o.pp * o.virtual_stages;
+  for (int c = 0; c < o.virtual_stages; ++c) {
+    const auto [first, last] = pp::stage_layers(o.model.layers, stages, c * o.pp + stage);
+    f(first, last, c * o.pp + stage == 0, c * o.pp + stage == stages - 1);
+  }
+}
+
+}  // namespace
+
+Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
+  const Config& c = o.model;
+  const double t = o.tp, m = o.micro_batches;
+  const double B = double(o.global_batch) / (double(ranks) / (o.tp * o.pp)) / m;
+  const double N = B * c.ctx, S = 4.0 * N * c.embd;       // one activation of all rows, bytes
+  const double ar = 2 * (t - 1) / t, half = (t - 1) / t;  // bus factors: all-reduce, AG or RS
+  Traffic r;
+  for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
+    const double blocks = last - first;
+    if (o.tp > 1) {
+      // Per micro-batch: f and g at each region edge (docs/trainer.md, "Tensor parallelism").
+      double per = 0;
+      if (!o.sp) {
+        per += (embed ? ar * S : 0) + blocks * (4 + (o.recompute ? 2 : 0)) * ar * S;
+        if (head) per += ar * S;
+      } else {
+        per += (embed ? 2 * half * S : 0) + blocks * (10 + (o.recompute ? 4 : 0)) * half * S;
+        if (head) per += 3 * half * S;
+        // Once per step: the LayerNorm gradients summed over tp.
+        r.tp_bus_bytes += (blocks * 4 + (head ? 2 : 0)) * ar * 4.0 * c.embd;
+      }
+      if (head) per += ar * (4.0 * N + 16.0 * N);  // the cross-entropy's max and sums
+      r.tp_bus_bytes += m * per;
+    }
+    // Each boundary: the activation forward, its gradient backward (this rank's rows).
+    const double rows_bytes = o.sp ? S / t : S;
+    r.pp_bytes += m * ((head ? 0 : rows_bytes) + (embed ? 0 : rows_bytes));
+  });
+  // DP: the engine reduces every (padded) parameter's gradient once a step and, in stages 1-2,
+  // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.
+  const int dp = ranks / (o.tp * o.pp), mp = o.tp * o.pp;
+  const double P = 4.0 * double(memory_formula(o, ranks, stage).params);
+  r.dp_bus_bytes =
+      (o.stage <= 1 ? strata::all_reduce_bus_bytes(P, dp) : strata::gather_bus_bytes(P, dp)) +
+      (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0);
+  if (o.max_grad_norm > 0) {
+    if (o.stage > 0) r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, dp);
+    r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, mp);
+  }
+  r.dp_known = o.stage < 3;
+  return r;
+}
+
+Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
+  const Config& c = o.model;
+  const size_t t = size_t(o.tp), C = size_t(c.embd), T = size_t(c.ctx);
+  const size_t dp = size_t(ranks) / (t * size_t(o.pp));
+  const size_t wte = size_t(padded_vocab(c.vocab, o.tp)) / t * C;
+  // A block: LayerNorms and row-parallel biases whole, the four matrices and two column-parallel
+  // biases split over tp.
+  const size_t block =
+      4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
+  auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
+  Memory r;
+  bool head_here = false, embed_here = false;
+  for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
+    if (embed) r.params += padded(wte + T * C);
+    r.params += size_t(last - first) * padded(block);
+    if (head) r.params += padded(2 * C);
+    head_here |= head, embed_here |= embed;
+  });
+  if (head_here && !embed_here) r.params += padded(wte);  // the tied copy
+  const size_t P = r.params;
+  r.param_bytes = 4 * (o.stage < 3 ? P : P / dp);
+  r.grad_bytes = 4 * (o.stage < 2 ? P : P / dp);
+  r.optimizer_bytes = 8 * (o.stage == 0 ? P : P / dp);
+  return r;
+}
+
+}  // namespace gpt

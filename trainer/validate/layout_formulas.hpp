@@ -1,0 +1,32 @@
+// What a layout should cost, from its sizes alone (docs/trainer.md derives each formula): the
+// bytes each group moves per step and the memory each rank holds. The trainer's measured figures
+// must equal these; validate prints both side by side.
+#pragma once
+
+#include <cstddef>
+
+#include "train/gpt_trainer.hpp"
+
+namespace gpt {
+
+/// One step's traffic of the rank at pipeline stage `stage` of a layout on `ranks` ranks.
+struct Traffic {
+  double tp_bus_bytes = 0;  ///< its tp group's collectives, nccl-tests bus sense
+  double pp_bytes = 0;      ///< activations and gradients it sends to other stages
+  /// Its engine's collectives (gradient reduction, parameter gathers, clipping's norm), bus sense,
+  /// in a steady step (stages 1-2 gather one step's parameters in the next). Stage 3 gathers
+  /// units as the schedule asks for them: no formula (dp_known false).
+  double dp_bus_bytes = 0;
+  bool dp_known = true;
+};
+Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
+
+/// Parameters this rank holds (padded as the engine pads each unit to a multiple of dp), and
+/// its parameter, gradient and optimizer-state bytes under ZeRO stage o.stage.
+struct Memory {
+  size_t params = 0;
+  size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
+};
+Memory memory_formula(const TrainOptions& o, int ranks, int stage);
+
+}  // namespace gpt

@@ -1,0 +1,98 @@
+#include "validate/layouts.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace gpt {
+
+namespace {
+
+// The number after `prefix` in `token`, or -1 when the token is not prefix + digits.
+int numbered(const std::string& token, const std::string& prefix) {
+  if (token.size() <= prefix.size() || token.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string digits = token.substr(prefix.size());
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 6) return -1;
+  return std::stoi(digits);
+}
+
+}  // namespace
+
+TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks) {
+  TrainOptions o = base;
+  o.tp = o.pp = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
+  o.schedule = pp::Schedule::one_f_one_b;
+  int dp = -1;
+  bool virtual_given = false;
+  std::stringstream in(name);
+  for (std::string tok; std::getline(in, tok, '.');) {
+    int n;
+    if (tok == "dp") continue;
+    if ((n = numbered(tok, "tp")) > 0)
+      o.tp = n;
+    else if ((n = numbered(tok, "pp")) > 0)
+      o.pp = n;
+    else if ((n = numbered(tok, "dp")) > 0)
+      dp = n;
+    else if ((n = numbered(tok, "zero")) >= 0 && n <= 3)
+      o.stage = n;
+    else if ((n = numbered(tok, "v")) > 0)
+      o.virtual_stages = n, virtual_given = true;
+    else if (tok == "sp")
+      o.sp = true;
+    else if (tok == "recompute")
+      o.recompute = true;
+    else if (tok == "gpipe" || tok == "1f1b" || tok == "interleaved")
+      o.schedule = pp::parse_schedule(tok);
+    else
+      throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
+  }
+  if (o.schedule == pp::Schedule::interleaved && !virtual_given) o.virtual_stages = 2;
+  if (dp > 0 && dp * o.tp * o.pp != ranks)
+    throw std::invalid_argument("layout '" + name +
+                                "': tp*pp*dp = " + std::to_string(dp * o.tp * o.pp) +
+                                " but there are " + std::to_string(ranks) + " ranks");
+  o.micro_batches = base.micro_batches * o.tp * o.pp;
+  try {
+    check_layout(o, ranks);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("layout '" + name + "': " + e.what());
+  }
+  return o;
+}
+
+std::vector<TrainOptions> validate_layouts(const std::string& layouts, const TrainOptions& base,
+                                           int ranks) {
+  std::vector<TrainOptions> out;
+  if (!layouts.empty()) {
+    std::stringstream in(layouts);
+    for (std::string name; std::getline(in, name, ',');)
+      if (!name.empty()) out.push_back(parse_layout(name, base, ranks));
+    return out;
+  }
+  std::vector<std::string> names = {"dp", "dp.zero1", "dp.zero2", "dp.zero3"};
+  for (int tp = 2; tp <= ranks; ++tp) {
+    if (ranks % tp) continue;
+    names.push_back("tp" + std::to_string(tp));
+    names.push_back("tp" + std::to_string(tp) + ".sp");
+  }
+  for (int pp = 2; pp <= ranks; ++pp) {
+    if (ranks % pp) continue;
+    for (const char* s : {"gpipe", "1f1b", "interleaved"})
+      names.push_back("pp" + std::to_string(pp) + "." + s);
+  }
+  if (ranks % 4 == 0) {
+    names.push_back("tp2.pp2");
+    names.push_back("tp2.sp.pp2");
+    if (ranks >= 8) names.push_back("tp2.pp2.zero1");
+  }
+  if (ranks % 2 == 0 && ranks >= 4) names.push_back("tp2.zero3");
+  for (const std::string& n : names) {
+    try {
+      out.push_back(parse_layout(n, base, ranks));
+    } catch (const std::invalid_argument&) {  // this model or world cannot hold it
+    }
+  }
+  return out;
+}
+
+}  // namespace gpt
