@@ -21,7 +21,9 @@ namespace {
 constexpr Collective kAll[] = {Collective::all_reduce,  Collective::reduce_scatter,
                                Collective::all_gather,  Collective::all_to_all,
                                Collective::all_to_allv, Collective::broadcast,
-                               Collective::reduce};
+                               Collective::reduce,      Collective::gather,
+                               Collective::scatter,     Collective::barrier};
+static_assert(std::size(kAll) == algo::kCollectives);
 
 // Links as the topology layer estimates them (src/topology/estimates.cpp): host memory on one
 // node; an Ethernet NIC of unknown rate; a 100 Gb/s InfiniBand NIC.
@@ -78,16 +80,46 @@ TEST(Registry, EveryTableDeclaresEachAlgorithmOnceAndCompletely) {
   }
 }
 
+TEST(Registry, EveryCollectiveKindResolvesThroughItsTable) {
+  // The runtime's one dispatch path (runtime/calls.cpp) reads each kind's shape and table; a
+  // kind's name is its shape's, in Collective's order.
+  const std::vector<std::string> names = {
+      "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv",
+      "broadcast",  "reduce",         "gather",     "scatter",    "barrier"};
+  for (size_t i = 0; i < algo::kCollectives; ++i) {
+    const Collective c = kAll[i];
+    EXPECT_EQ(algo::collective_name(c), names[i]);
+    for (const GroupView& g : {one_node(2, true), one_node(3, false), nodes(2, 2, kEthernet)}) {
+      const algo::Choice ch = algo::choose(c, g, 4096, {});
+      ASSERT_NE(ch.algo, nullptr) << names[i];
+      const auto table = algo::algorithms(c);
+      EXPECT_TRUE(ch.algo >= table.data() && ch.algo < table.data() + table.size()) << names[i];
+    }
+  }
+  EXPECT_EQ(chosen(Collective::gather, one_node(4, true), 1 << 20), "linear");
+  EXPECT_EQ(chosen(Collective::scatter, nodes(2, 2, kEthernet), 8), "linear");
+  EXPECT_EQ(chosen(Collective::barrier, one_node(4, true), 0), "dissemination");
+  // Only all-reduce on the segment completes small calls inside the caller.
+  for (Collective c : kAll) {
+    for (const auto& a : algo::algorithms(c)) {
+      EXPECT_EQ(a.now != nullptr, c == Collective::all_reduce && a.name == "shm") << a.name;
+    }
+  }
+}
+
 TEST(Registry, StrataAlgoIsParsedAgainstTheTables) {
+  // A bare name forces the kinds whose table has it, the others keep their default.
   const algo::Forced all = algo::parse_forced("ring");
-  EXPECT_EQ(all.size(), 7u);
+  EXPECT_EQ(all, (algo::Forced{{Collective::all_reduce, "ring"},
+                               {Collective::reduce_scatter, "ring"},
+                               {Collective::all_gather, "ring"}}));
   const algo::Forced some = algo::parse_forced("all_reduce=halving_doubling,reduce=binomial");
   EXPECT_EQ(some, (algo::Forced{{Collective::all_reduce, "halving_doubling"},
                                 {Collective::reduce, "binomial"}}));
   EXPECT_EQ(
       error_of([] { algo::parse_forced("all_reduce=tree"); }),
       "strata: config failed: STRATA_ALGO: unknown algorithm 'tree' (known: shm, hierarchical, "
-      "recursive_doubling, ring, halving_doubling, pairwise, binomial)");
+      "recursive_doubling, ring, halving_doubling, pairwise, binomial, linear, dissemination)");
   EXPECT_EQ(error_of([] { algo::parse_forced("allreduce=ring"); }),
             "strata: config failed: STRATA_ALGO: unknown collective 'allreduce'");
 }
@@ -99,7 +131,10 @@ TEST(Registry, AForcedAlgorithmRunsOrFailsNamingBoth) {
   // reduce's choice is the registry's too (it used to ignore STRATA_ALGO).
   EXPECT_EQ(chosen(Collective::reduce, flat, 8, algo::parse_forced("reduce=binomial")),
             "binomial (forced)");
-  EXPECT_EQ(error_of([&] { chosen(Collective::all_to_all, flat, 8, ring); }),
+  EXPECT_EQ(chosen(Collective::barrier, flat, 0, ring), "dissemination");
+  EXPECT_EQ(error_of([&] {
+              chosen(Collective::all_to_all, flat, 8, algo::parse_forced("all_to_all=ring"));
+            }),
             "strata: all_to_all failed: STRATA_ALGO forces ring, which cannot run all_to_all");
   EXPECT_EQ(error_of([&] { chosen(Collective::broadcast, flat, 8, algo::parse_forced("shm")); }),
             "strata: broadcast failed: STRATA_ALGO forces shm, which cannot run broadcast on a "

@@ -1,6 +1,4 @@
 // All-reduce's algorithms, in order of preference on equal cost.
-#include "algorithms/algorithms.hpp"
-#include "algorithms/cost_model.hpp"
 #include "algorithms/table_helpers.hpp"
 
 namespace strata::algo {
@@ -8,54 +6,44 @@ namespace {
 
 using namespace tables;
 
-double shm_cost(const GroupView& g, size_t B) {
+double segment_cost(const GroupView& g, size_t B) {
   return cost::segment_all_reduce(cost::segment(g), g.n, double(B));
 }
-void shm_run(Exec& e, const Args& a) {
-  shm::all_reduce(e.shm_context(), a.in, a.out, a.count, a.dtype, a.op);
-}
 
-double hierarchical_cost(const GroupView& g, size_t B) {
-  return cost::hierarchical_all_reduce(g, double(B));
-}
-
-double recursive_doubling_cost(const GroupView& g, size_t B) {
-  return cost::recursive_doubling(cost::network(g), g.n, double(B));
-}
-void recursive_doubling_run(Exec& e, const Args& a) {
-  recursive_doubling_all_reduce(e.p2p, a.in, a.out, a.count, a.dtype, a.op);
-}
-
-double ring_cost(const GroupView& g, size_t B) {
-  return cost::ring_all_reduce(cost::network(g), g.n, double(B));
-}
-void ring_run(Exec& e, const Args& a) {
-  ring_all_reduce(e.p2p, a.in, a.out, a.count, a.dtype, a.op);
-}
-
-double halving_doubling_cost(const GroupView& g, size_t B) {
-  return cost::halving_doubling(cost::network(g), g.n, double(B));
-}
-void halving_doubling_run(Exec& e, const Args& a) {
-  halving_doubling_all_reduce(e.p2p, a.in, a.out, a.count, a.dtype, a.op);
-}
+// Small all-reduces in one phase (shm/collectives.hpp; each hook declines above its size).
+constexpr Now kSegmentNow = {
+    [](shm::Segment& s, const Args& a) -> std::optional<uint64_t> {
+      if (!shm::small_all_reduce_can_post(s, a.bytes())) return std::nullopt;
+      return shm::small_all_reduce_publish(s, a.in, a.count, a.dtype, a.op);
+    },
+    [](shm::Segment& s, uint64_t number, const Args& a, int polls) {
+      return shm::small_all_reduce_try_finish(s, number, a.out, a.count, a.dtype, a.op, polls);
+    },
+    [](Exec& e, uint64_t number, const Args& a) {
+      shm::small_all_reduce_finish(e.shm_context(), number, a.out, a.count, a.dtype, a.op);
+    },
+};
 
 constexpr Algorithm kAllReduce[] = {
-    {"shm", "one node: stage in the segment, reduce 1/n from every slot, copy out", shm_cost,
-     on_segment, shm_run, kNoSegment, false, /*immediate=*/true},
+    {"shm", "one node: stage in the segment, reduce 1/n from every slot, copy out", segment_cost,
+     on_segment,
+     [](Exec& e, const Args& a) {
+       shm::all_reduce(e.shm_context(), a.in, a.out, a.count, a.dtype, a.op);
+     },
+     kNoSegment, false, &kSegmentNow},
     {"hierarchical",
      "several nodes: node reduce-scatter, rail all-reduce, node all-gather",
-     hierarchical_cost,
+     on_group<cost::hierarchical_all_reduce>,
      two_level,
-     run_two_level<Collective::all_reduce>,
+     hierarchical_all_reduce,
      {},
      /*forced_falls_back=*/true},
     {"recursive_doubling", "log2 p exchanges of the whole vector (fold to a power of two)",
-     recursive_doubling_cost, anywhere, recursive_doubling_run},
-    {"ring", "ring reduce-scatter then ring all-gather, pipelined in chunks", ring_cost, anywhere,
-     ring_run},
+     on_network<cost::recursive_doubling>, anywhere, p2p_reduction<recursive_doubling_all_reduce>},
+    {"ring", "ring reduce-scatter then ring all-gather, pipelined in chunks",
+     on_network<cost::ring_all_reduce>, anywhere, p2p_reduction<ring_all_reduce>},
     {"halving_doubling", "reduce-scatter by halving, all-gather by doubling (Rabenseifner)",
-     halving_doubling_cost, anywhere, halving_doubling_run},
+     on_network<cost::halving_doubling>, anywhere, p2p_reduction<halving_doubling_all_reduce>},
 };
 
 }  // namespace

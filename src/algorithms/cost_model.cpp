@@ -86,6 +86,10 @@ double binomial(Wire w, int n, double B, bool reduces) {
   return steps * (w.alpha + B * w.beta + (reduces ? B * kGamma : 0));
 }
 
+double linear(Wire w, int n, double B) { return n < 2 ? 0 : (n - 1) * (w.alpha + B / n * w.beta); }
+
+double dissemination(Wire w, int n, double) { return binomial(w, n, 0, false); }
+
 double best_flat_all_reduce(Wire w, int n, double B) {
   return std::min(
       {recursive_doubling(w, n, B), halving_doubling(w, n, B), ring_all_reduce(w, n, B)});
@@ -124,7 +128,7 @@ double node_data_movement(const GroupView& g, double B, bool reduces) {
                          : ring_all_reduce(node_network(g), g.largest, B) / 2;
 }
 // Below this a hierarchical all-reduce is a node all-reduce then a rail all-reduce of the
-// whole buffer (runtime/hierarchical.cpp, kShardedBytes).
+// whole buffer (hierarchical.cpp, kShardedBytes).
 constexpr double kShardedBytes = 64 * 1024;
 
 }  // namespace

@@ -43,6 +43,10 @@ double ring_all_reduce(Wire w, int n, double B);
 double ring_reduce_scatter(Wire w, int n, double B);
 double ring_all_gather(Wire w, int n, double B);
 double binomial(Wire w, int n, double B, bool reduces);
+/// Gather, scatter: the root's n-1 messages of one block each (B: all blocks).
+double linear(Wire w, int n, double B);
+/// ceil(log2 n) rounds of empty messages.
+double dissemination(Wire w, int n, double B);
 /// The cheapest flat all-reduce of the three (a hierarchical all-reduce's rail leg).
 double best_flat_all_reduce(Wire w, int n, double B);
 /// Pairwise all-to-all on `g` (B: one rank's whole input): the exchanges with ranks of the same

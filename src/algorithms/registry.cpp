@@ -12,10 +12,32 @@
 namespace strata::algo {
 namespace {
 
-constexpr Collective kCollectives[] = {Collective::all_reduce,  Collective::reduce_scatter,
-                                       Collective::all_gather,  Collective::all_to_all,
-                                       Collective::all_to_allv, Collective::broadcast,
-                                       Collective::reduce};
+// Every kind's shape and table, in Collective's order.
+constexpr Shape kShapes[] = {
+    {.name = "all_reduce", .reduces = true},
+    {.name = "reduce_scatter",
+     .reduces = true,
+     .shows_all_blocks = true,
+     .chooses_by_all_blocks = true},
+    {.name = "all_gather", .chooses_by_all_blocks = true},
+    {.name = "all_to_all",
+     .shows_all_blocks = true,
+     .chooses_by_all_blocks = true,
+     .equal_blocks = true},
+    {.name = "all_to_allv", .given_blocks = true, .runs_empty = true},
+    {.name = "broadcast", .rooted = true, .shows_output = true},
+    {.name = "reduce", .reduces = true, .rooted = true},
+    {.name = "gather", .rooted = true, .chooses_by_all_blocks = true},
+    {.name = "scatter", .rooted = true, .shows_output = true, .chooses_by_all_blocks = true},
+    {.name = "barrier", .runs_empty = true},
+};
+using Table = std::span<const Algorithm> (*)();
+constexpr Table kTables[] = {
+    all_reduce_table, reduce_scatter_table, all_gather_table, all_to_all_table, all_to_allv_table,
+    broadcast_table,  reduce_table,         gather_table,     scatter_table,    barrier_table};
+static_assert(std::size(kShapes) == kCollectives && std::size(kTables) == kCollectives);
+
+constexpr Collective kind(size_t i) { return Collective(i); }
 
 const Algorithm* find(Collective c, std::string_view name) {
   for (const Algorithm& a : algorithms(c)) {
@@ -27,8 +49,8 @@ const Algorithm* find(Collective c, std::string_view name) {
 // Every name some table has, in table order, without repeats: STRATA_ALGO's "known:" list.
 std::string known_names() {
   std::vector<std::string_view> names;
-  for (Collective c : kCollectives) {
-    for (const Algorithm& a : algorithms(c)) {
+  for (size_t i = 0; i < kCollectives; ++i) {
+    for (const Algorithm& a : algorithms(kind(i))) {
       if (std::find(names.begin(), names.end(), a.name) == names.end()) names.push_back(a.name);
     }
   }
@@ -45,45 +67,9 @@ std::string known_names() {
 
 }  // namespace
 
-std::string_view collective_name(Collective c) {
-  switch (c) {
-    case Collective::all_reduce:
-      return "all_reduce";
-    case Collective::reduce_scatter:
-      return "reduce_scatter";
-    case Collective::all_gather:
-      return "all_gather";
-    case Collective::all_to_all:
-      return "all_to_all";
-    case Collective::all_to_allv:
-      return "all_to_allv";
-    case Collective::broadcast:
-      return "broadcast";
-    case Collective::reduce:
-      return "reduce";
-  }
-  return "?";
-}
+const Shape& shape(Collective c) { return kShapes[size_t(c)]; }
 
-std::span<const Algorithm> algorithms(Collective c) {
-  switch (c) {
-    case Collective::all_reduce:
-      return all_reduce_table();
-    case Collective::reduce_scatter:
-      return reduce_scatter_table();
-    case Collective::all_gather:
-      return all_gather_table();
-    case Collective::all_to_all:
-      return all_to_all_table();
-    case Collective::all_to_allv:
-      return all_to_allv_table();
-    case Collective::broadcast:
-      return broadcast_table();
-    case Collective::reduce:
-      return reduce_table();
-  }
-  return {};
-}
+std::span<const Algorithm> algorithms(Collective c) { return kTables[size_t(c)](); }
 
 Forced parse_forced(std::string_view spec) {
   Forced forced;
@@ -94,14 +80,18 @@ Forced parse_forced(std::string_view spec) {
     const auto eq = item.find('=');
     const std::string name = eq == std::string::npos ? item : item.substr(eq + 1);
     bool known = false;
-    for (Collective c : kCollectives) known = known || find(c, name);
+    for (size_t i = 0; i < kCollectives; ++i) known = known || find(kind(i), name);
     if (!known) {
       throw Error(ErrorCode::invalid_argument, {.op = "config"},
                   "STRATA_ALGO: unknown algorithm '" + name + "' (known: " + known_names() + ")");
     }
+    // A bare name forces every kind whose table has it ("ring": all-reduce, reduce-scatter,
+    // all-gather); a named kind is forced even where it cannot run, which choose() reports.
     bool matched = false;
-    for (Collective c : kCollectives) {
-      if (eq == std::string::npos || collective_name(c) == item.substr(0, eq)) {
+    for (size_t i = 0; i < kCollectives; ++i) {
+      const Collective c = kind(i);
+      const bool named = eq != std::string::npos && collective_name(c) == item.substr(0, eq);
+      if (named || (eq == std::string::npos && find(c, name))) {
         forced[c] = name;
         matched = true;
       }

@@ -1,54 +1,30 @@
-// The algorithm registry: every collective algorithm is declared once, in its collective's table
-// (all_reduce_table.cpp, reduce_scatter_table.cpp, all_gather_table.cpp, all_to_all_table.cpp,
-// broadcast_reduce_table.cpp), with its name, a one-line description, its estimated cost on a
-// group, whether it can run there and how it runs. STRATA_ALGO's parser, the choice, the choice log
-// and the runtime's dispatch all read the tables; docs/architecture.md ("Adding an algorithm")
-// shows the two files a new algorithm touches.
+// The algorithm registry: every collective algorithm is declared once, in its collective kind's
+// table (<kind>_table.cpp; every kind has one, barrier included), with its name, a one-line
+// description, its estimated cost on a group, whether it can run there, how it runs and, for a
+// small call, how it completes inside the caller. STRATA_ALGO's parser, the choice, the choice
+// log and the runtime's one dispatch path (runtime/calls.cpp) all read the tables;
+// docs/architecture.md ("Adding an algorithm") shows the two files a new algorithm touches.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 
+#include "algorithms/collective.hpp"
+#include "algorithms/two_level.hpp"
 #include "shm/collectives.hpp"
 #include "strata/topology.hpp"
 #include "strata/types.hpp"
 #include "transport/p2p.hpp"
 
 namespace strata::algo {
-
-enum class Collective : uint8_t {
-  all_reduce,
-  reduce_scatter,
-  all_gather,
-  all_to_all,
-  all_to_allv,
-  broadcast,
-  reduce
-};
-std::string_view collective_name(Collective c);
-
-/// One call, as every algorithm of its collective reads it. Counts are in elements.
-struct Args {
-  const void* in = nullptr;
-  void* out = nullptr;
-  /// all_reduce, broadcast, reduce: the buffer; reduce_scatter: one rank's block (the output);
-  /// all_gather: one rank's block (the input); all_to_all: one (source, destination) block.
-  size_t count = 0;
-  DataType dtype = DataType::f32;
-  ReduceOp op = ReduceOp::sum;  ///< reductions
-  int root = -1;                ///< broadcast, reduce
-  /// all_to_all(v): per-rank counts and displacements, in elements.
-  const size_t *send_counts = nullptr, *send_displs = nullptr;
-  const size_t *recv_counts = nullptr, *recv_displs = nullptr;
-  size_t bytes() const { return count * dtype_size(dtype); }
-};
 
 /// A group as the choice sees it: where its ranks are and what joins them. Built by the runtime
 /// at creation from figures every rank agrees on, so every rank makes the same choice.
@@ -67,28 +43,31 @@ struct GroupView {
   bool even() const { return smallest == largest; }
 };
 
-/// The node and rail legs of a group that spans nodes, built and run by the runtime (its
-/// sub-group communicators, runtime/subgroups.hpp); a failed leg is reported as the group's.
-class TwoLevel {
- public:
-  virtual ~TwoLevel() = default;
-  /// Runs collective `c` as node and rail legs; a failure is reported as the group's at `where`.
-  virtual void run_legs(Collective c, const Args& a, Clock::time_point deadline,
-                        const ErrorContext& where) = 0;
-};
-
 /// What an algorithm runs with.
 struct Exec {
   transport::P2P& p2p;                  ///< the group's network path, always
   shm::Segment* shm;                    ///< one node: the shared segment; else null
   shm::StagingWriteModes* write_modes;  ///< with `shm`
-  TwoLevel* two_level;                  ///< several nodes: the node and rail legs
+  TwoLevel* two_level;                  ///< several nodes: the node and rail legs; else null
   Clock::time_point deadline;
   const ErrorContext& where;
   /// `call`: shm::call_word of a data movement's dtype and root (0 for reductions).
   shm::Context shm_context(uint32_t call = 0) const {
     return {*shm, deadline, where, *write_modes, call};
   }
+};
+
+/// An algorithm's fast path for a small call on one node, completed inside the caller when the
+/// peers are in step (runtime/immediate.cpp drives it; all-reduce on the segment has one). Each
+/// hook says no, leaving the call to the queue, where the call is not small enough.
+struct Now {
+  /// Publishes this rank's input if it can without waiting (else nothing: queue the call);
+  /// returns the call's number for the hooks below.
+  std::optional<uint64_t> (*publish)(shm::Segment& s, const Args& a);
+  /// Completes the call if every peer published within `polls` polls each; else false.
+  bool (*try_finish)(shm::Segment& s, uint64_t number, const Args& a, int polls);
+  /// Completes the call, waiting (on the op queue, with every check of a queued call).
+  void (*finish)(Exec& e, uint64_t number, const Args& a);
 };
 
 struct Algorithm {
@@ -104,9 +83,8 @@ struct Algorithm {
   /// Forced by STRATA_ALGO on a group where it cannot run, the default holds instead of an
   /// error (hierarchical: "where the group has two levels").
   bool forced_falls_back = false;
-  /// The runtime may complete a small call inside the caller, when the peers are in step
-  /// (all-reduce on the segment: runtime/immediate.cpp).
-  bool immediate = false;
+  /// A small call's fast path (see Now); null when it has none.
+  const Now* now = nullptr;
 };
 
 /// The table of collective `c`, in order of preference on equal cost.
@@ -139,7 +117,7 @@ class ChoiceLog {
   std::set<std::tuple<int, int, const Algorithm*>> seen_;
 };
 
-// The tables, one per collective.
+// The tables, one per collective kind (<kind>_table.cpp).
 std::span<const Algorithm> all_reduce_table();
 std::span<const Algorithm> reduce_scatter_table();
 std::span<const Algorithm> all_gather_table();
@@ -147,5 +125,8 @@ std::span<const Algorithm> all_to_all_table();
 std::span<const Algorithm> all_to_allv_table();
 std::span<const Algorithm> broadcast_table();
 std::span<const Algorithm> reduce_table();
+std::span<const Algorithm> gather_table();
+std::span<const Algorithm> scatter_table();
+std::span<const Algorithm> barrier_table();
 
 }  // namespace strata::algo

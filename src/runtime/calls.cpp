@@ -1,75 +1,54 @@
+// The one dispatch path: every collective kind, from the public API or a hierarchical leg,
+// becomes a queued operation here, its algorithm chosen from its kind's table; a small call
+// whose algorithm has a fast path (algo::Now) may complete inside the caller instead.
 #include "runtime/calls.hpp"
 
-#include <cstring>
 #include <vector>
 
-#include "algorithms/algorithms.hpp"
 #include "bootstrap/await_rank.hpp"
 #include "runtime/communicator_impl.hpp"
 
 namespace strata::runtime {
 
 Work call(Group& g, algo::Collective coll, const algo::Args& a) {
-  using algo::Collective;
-  const size_t n = size_t(g.size), block = a.bytes();
-  // What the flight recorder and STRATA_CHECK show, and what the choice sees: one rank's buffer.
-  Buffer data{const_cast<void*>(a.in), a.count, a.dtype};
-  size_t bytes = block;
-  int root = -1, reduce = -1;
-  switch (coll) {
-    case Collective::all_reduce:
-      reduce = int(a.op);
-      break;
-    case Collective::reduce_scatter:
-      reduce = int(a.op);
-      data.count = a.count * n;
-      bytes = block * n;
-      break;
-    case Collective::all_gather:
-      bytes = block * n;
-      break;
-    case Collective::all_to_all:
-      data.count = a.count * n;
-      bytes = block * n;
-      break;
-    case Collective::broadcast:
-      root = a.root;
-      data.data = a.out;
-      break;
-    case Collective::reduce:
-      root = a.root;
-      reduce = int(a.op);
-      break;
-    case Collective::all_to_allv:
-      throw Error(ErrorCode::internal, g.context("all_to_allv"), "all_to_allv has its own call");
-  }
+  const algo::Shape& shape = algo::shape(coll);
+  const size_t n = size_t(g.size);
+  // What the choice and the op queue go by (how soon to start a call nobody waits for yet).
+  const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * n : a.bytes();
   const algo::Algorithm& algo = g.choose(coll, bytes);
-  const char* name = algo::collective_name(coll).data();
-  if (coll == Collective::all_to_all) {
-    // Equal blocks: the counts the pairwise exchange reads live in the queued closure.
-    std::vector<size_t> counts(n, a.count), displs(n);
-    for (size_t i = 0; i < n; ++i) displs[i] = a.count * i;
-    return g.collective(name, root, data, reduce, bytes, [&algo, a, counts, displs](algo::Exec& e) {
-      algo::Args args = a;
-      args.send_counts = args.recv_counts = counts.data();
-      args.send_displs = args.recv_displs = displs.data();
-      algo.run(e, args);
-    });
+  if (algo.now && a.count > 0) {
+    if (auto done = g.try_now(algo, coll, a)) return *done;
   }
-  if (algo.immediate && a.count > 0) {
-    const Buffer in{const_cast<void*>(a.in), a.count, a.dtype}, out{a.out, a.count, a.dtype};
-    if (auto done = g.small_all_reduce_now(in, out, a.op)) return *done;
+  // What the flight recorder and STRATA_CHECK show: one rank's buffer.
+  const Buffer data{const_cast<void*>(shape.shows_output ? a.out : a.in),
+                    shape.shows_all_blocks ? a.count * n : a.count, a.dtype};
+  // all_to_all(v)'s counts and displacements, owned by the queued call: send counts, send
+  // displacements, receive counts, receive displacements, n each.
+  std::vector<size_t> blocks;
+  if (shape.equal_blocks) {
+    blocks.resize(4 * n);
+    for (size_t i = 0; i < n; ++i) {
+      blocks[i] = blocks[2 * n + i] = a.count;
+      blocks[n + i] = blocks[3 * n + i] = a.count * i;
+    }
+  } else if (shape.given_blocks) {
+    for (const size_t* given : {a.send_counts, a.send_displs, a.recv_counts, a.recv_displs})
+      blocks.insert(blocks.end(), given, given + n);
   }
-  const bool copy_root = coll == Collective::broadcast && g.rank == a.root && a.in != a.out;
-  return g.collective(name, root, data, reduce, bytes, [&algo, a, copy_root](algo::Exec& e) {
-    if (copy_root) std::memcpy(a.out, a.in, a.bytes());
-    if (a.count > 0) algo.run(e, a);
-  });
-}
-
-Work barrier(Group& g) {
-  return g.collective("barrier", -1, Buffer{}, -1, 0,
-                      [](algo::Exec& e) { algo::dissemination_barrier(e.p2p); });
+  const bool runs = a.count > 0 || shape.runs_empty;
+  return g.collective(algo::collective_name(coll).data(), shape.rooted ? a.root : -1, data,
+                      shape.reduces ? int(a.op) : -1, bytes,
+                      [&algo, a, blocks = std::move(blocks), n, runs](algo::Exec& e) {
+                        if (!runs) return;
+                        algo::Args args = a;
+                        if (!blocks.empty()) {
+                          args.send_counts = blocks.data();
+                          args.send_displs = blocks.data() + n;
+                          args.recv_counts = blocks.data() + 2 * n;
+                          args.recv_displs = blocks.data() + 3 * n;
+                        }
+                        algo.run(e, args);
+                      });
 }
 
 std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,
@@ -78,7 +57,7 @@ std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int ran
     auto g = std::make_shared<Group>(store, rank, size, options);
     // Every rank has read every address once this returns, so rank 0 may retire the store, and
     // the endpoints are wired up before the first timed operation.
-    barrier(*g).wait();
+    call(*g, algo::Collective::barrier, {}).wait();
     return g;
   } catch (const Error& e) {
     // A rank whose setup failed reported its culprit before exiting, so the process table may

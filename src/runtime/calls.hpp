@@ -1,7 +1,7 @@
 // Collectives on a group's state (Communicator::Impl) without the public API's argument checks:
 // the public Communicator calls these once its Checker has passed, and the hierarchical
-// algorithms call them on their node and rail groups with arguments they built themselves. The
-// registry chooses each call's algorithm.
+// algorithms' legs (runtime/levels.hpp) on their node and rail groups with arguments they built
+// themselves. The registry chooses each call's algorithm.
 #pragma once
 
 #include <memory>
@@ -13,12 +13,10 @@ namespace strata::runtime {
 
 using Group = Communicator::Impl;
 
-/// Queues collective `coll` on `g` (counts as algo::Args says; all_to_allv is the public API's
-/// own). all_reduce may complete inside the call (the immediate path); broadcast's root copies
-/// its input to its output first.
+/// Queues collective `coll` on `g` (counts as algo::Args says; all_to_allv's counts and
+/// displacements are copied, the caller's may go). A call whose algorithm has a fast path may
+/// complete inside the call (runtime/immediate.cpp).
 Work call(Group& g, algo::Collective coll, const algo::Args& a);
-/// The group's barrier (dissemination).
-Work barrier(Group& g);
 /// A group's state: what Communicator::create makes once its arguments are checked. Collective:
 /// every rank meets in a barrier before it returns; a rank that fails reports why in `store`.
 std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <numeric>
 
-#include "algorithms/algorithms.hpp"
 #include "runtime/argument_checks.hpp"
 #include "runtime/calls.hpp"
 #include "runtime/communicator_impl.hpp"
@@ -134,17 +133,15 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
     return runtime::call(c, algo::Collective::all_to_all,
                          {.in = in.data, .out = out.data, .count = sc[0], .dtype = in.dtype});
   }
-  const algo::Collective coll = algo::Collective::all_to_allv;
-  const algo::Algorithm& a = c.choose(coll, in.bytes());
-  return c.collective("all_to_allv", -1, in, -1, in.bytes(), [=, &a](algo::Exec& e) {
-    a.run(e, {.in = in.data,
-              .out = out.data,
-              .dtype = in.dtype,
-              .send_counts = sc.data(),
-              .send_displs = sd.data(),
-              .recv_counts = rc.data(),
-              .recv_displs = rd.data()});
-  });
+  return runtime::call(c, algo::Collective::all_to_allv,
+                       {.in = in.data,
+                        .out = out.data,
+                        .count = in.count,
+                        .dtype = in.dtype,
+                        .send_counts = sc.data(),
+                        .send_displs = sd.data(),
+                        .recv_counts = rc.data(),
+                        .recv_displs = rd.data()});
 }
 
 }  // namespace
@@ -234,9 +231,9 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
       check.no_overlap(in, out, in.data == at(out, in.count * root));
     });
   }
-  return c.collective("gather", root, in, -1, in.bytes() * c.size, [=](algo::Exec& e) {
-    if (in.count > 0) algo::linear_gather(e.p2p, in.data, out.data, in.bytes(), root);
-  });
+  return runtime::call(
+      c, algo::Collective::gather,
+      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .root = root});
 }
 
 Work Communicator::scatter(Buffer in, Buffer out, int root) {
@@ -254,9 +251,9 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
       check.no_overlap(in, out, out.data == at(in, out.count * root));
     });
   }
-  return c.collective("scatter", root, out, -1, out.bytes() * c.size, [=](algo::Exec& e) {
-    if (out.count > 0) algo::linear_scatter(e.p2p, in.data, out.data, out.bytes(), root);
-  });
+  return runtime::call(
+      c, algo::Collective::scatter,
+      {.in = in.data, .out = out.data, .count = out.count, .dtype = out.dtype, .root = root});
 }
 
 Work Communicator::send(Buffer in, int peer, uint32_t tag) {
@@ -276,8 +273,7 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
 }
 
 Work Communicator::barrier() {
-  auto& c = checked(impl_);
-  return runtime::barrier(c);
+  return runtime::call(checked(impl_), algo::Collective::barrier, {});
 }
 
 Communicator Communicator::split(int color, int key, const CommOptions& options) {

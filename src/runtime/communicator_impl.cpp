@@ -5,8 +5,6 @@
 #include "bootstrap/node_identity.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
-#include "runtime/hierarchical.hpp"
-#include "runtime/watched_store.hpp"
 #include "transport/call_bits.hpp"
 #include "transport/ucx/factory.hpp"
 
@@ -18,7 +16,6 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
       size(size_in),
       name(options.name),
       store(std::move(store_in)),
-      layout_({}),
       timeout_(options.timeout.count() > 0 ? options.timeout : config().timeout) {
   const auto timeout = timeout_;
   // Processes first: from here on, a rank that dies is named by its peers' waits.
@@ -30,8 +27,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
     for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
     transport = ucx::make_transport(*store, rank, size, network_watched, context("init"), timeout);
-    layout_ = runtime::NodeLayout(where.node_of_rank);
-    const int local = int(layout_.ranks_of[size_t(layout_.node_of_rank[size_t(rank)])].size());
+    const algo::NodeLayout layout(where.node_of_rank);
+    const int local = int(layout.ranks_of[size_t(layout.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.oversubscribed();
     transport->set_oversubscribed(oversubscribed);
     if (size > 1 && config().shm && local == size) {
@@ -40,7 +37,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                                             timeout);
       shm_->set_watchdog(health_.get());
     }
-    view_ = runtime::group_view(layout_, where.links_of_rank, shm_ != nullptr, context("init"));
+    view_ = runtime::group_view(layout, where.links_of_rank, shm_ != nullptr, context("init"));
+    if (view_.two_level()) {
+      levels_ = std::make_unique<runtime::Levels>(layout, rank, name, store, health_, timeout);
+    }
   } catch (const Error& e) {
     // The process table: "peer 2: endpoint timeout" may be "rank 2 died". (A report in the store
     // from a rank that gave up earlier still comes first: Communicator::create looks for one.)
@@ -55,7 +55,6 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
 }
 
 const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t bytes) {
-  static_assert(size_t(algo::Collective::reduce) < std::tuple_size_v<decltype(last_choice_)>);
   const auto table = algo::algorithms(c);
   std::atomic<uint64_t>& memo = last_choice_[size_t(c)];
   const bool memoable = bytes < (uint64_t(1) << 56);
@@ -72,86 +71,10 @@ const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t byt
   return *choice.algo;
 }
 
-runtime::SubGroups& Communicator::Impl::subgroups(const ErrorContext& where) {
-  if (subgroups_) return *subgroups_;
-  try {
-    // Setup waits end as soon as this group learns of a failure (this thread owns its worker).
-    auto watched = std::make_shared<runtime::WatchedStore>(
-        store, [this] { return health_->await_news(Clock::now()); });
-    subgroups_ = std::make_unique<runtime::SubGroups>(layout_, rank, watched, name, timeout_);
-  } catch (const Error& e) {
-    // A rank that died while the sub-groups met: this group's processes and notices say who.
-    if (health_->await_news(Clock::now())) throw health_->failure(where);
-    // A rank that never reaches this collective shows up here first, as a store key nobody set:
-    // report it as this operation's failure.
-    const bool late = e.code() == ErrorCode::timeout;
-    ErrorContext w = where;
-    w.peer = layout_.group_rank_of(name, e.where());
-    throw Error(late ? ErrorCode::timeout : e.code(), w,
-                std::string(late ? "timed out" : "failed") +
-                    " setting up the node and rail groups of a hierarchical collective (" +
-                    e.what() + ")");
-  }
-  return *subgroups_;
-}
-
-void Communicator::Impl::run_legs(algo::Collective c, const algo::Args& a,
-                                  Clock::time_point deadline, const ErrorContext& where) {
-  runtime::SubGroups& h = subgroups(where);
-  try {
-    switch (c) {
-      case algo::Collective::all_reduce:
-        runtime::hierarchical_all_reduce(h, a.in, a.out, a.count, a.dtype, a.op, deadline);
-        break;
-      case algo::Collective::reduce_scatter:
-        runtime::hierarchical_reduce_scatter(h, a.in, a.out, a.count, a.dtype, a.op, deadline);
-        break;
-      case algo::Collective::all_gather:
-        runtime::hierarchical_all_gather(h, a.in, a.out, a.count, a.dtype, deadline);
-        break;
-      case algo::Collective::all_to_all:
-        runtime::hierarchical_all_to_all(h, a.in, a.out, a.count, a.dtype, deadline);
-        break;
-      default:
-        throw Error(ErrorCode::internal, where,
-                    "no hierarchical " + std::string(algo::collective_name(c)));
-    }
-  } catch (const Error& sub) {
-    const Error mine = as_group_failure(sub, where, deadline);
-    h.local->abort();
-    h.rail->abort();
-    throw mine;
-  }
-}
-
-Error Communicator::Impl::as_group_failure(const Error& sub, const ErrorContext& where,
-                                           Clock::time_point deadline) {
-  // How long a rank whose neighbour aborted their sub-group waits for that neighbour's reason,
-  // which travels on this group (sent before the abort, but on another connection).
-  constexpr auto kNewsGrace = std::chrono::seconds(2);
-  const int culprit = layout_.group_rank_of(name, sub.where());
-  const std::string seen = "(seen in " + sub.where().group + ": " + sub.what() + ")";
-  if (sub.code() == ErrorCode::peer_failure && culprit >= 0) {
-    // A notice already here names the rank that died first (the neighbour seen dead may have
-    // exited after giving up because of it).
-    if (!health_->await_news(Clock::now())) health_->report_failure(culprit, seen);
-  } else if (sub.code() == ErrorCode::aborted) {
-    const bool news = health_->await_news(std::min(deadline, Clock::now() + kNewsGrace));
-    if (!news && culprit >= 0) health_->report_abort(culprit, seen);
-  }
-  if (health_->failed()) return health_->failure(where);
-  ErrorContext w = where;  // a timeout or a transport error: the peer, by its rank here
-  w.peer = culprit;
-  return Error(sub.code(), w, seen);
-}
-
 void Communicator::Impl::abort() {
   // The group first, so that a hierarchical collective whose legs end below reports this abort.
   health_->abort();
-  if (subgroups_) {
-    subgroups_->local->abort();
-    subgroups_->rail->abort();
-  }
+  if (levels_) levels_->abort();
   queue_->abort();
 }
 
@@ -188,7 +111,7 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
       runtime::agree_on_fingerprint(w, self);
     }
     w.begin_collective(seq, self.where, self.deadline, call, true);
-    algo::Exec e{w, shm_.get(), &write_modes_, this, self.deadline, self.where};
+    algo::Exec e{w, shm_.get(), &write_modes_, levels_.get(), self.deadline, self.where};
     body(e);
   };
   return Work(queue_->submit(std::move(op)));

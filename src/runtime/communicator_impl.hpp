@@ -11,16 +11,14 @@
 
 #include "algorithms/registry.hpp"
 #include "runtime/argument_checks.hpp"
+#include "runtime/levels.hpp"
 #include "runtime/op_queue.hpp"
-#include "runtime/subgroups.hpp"
 #include "shm/segment.hpp"
 #include "strata/communicator.hpp"
 
 namespace strata {
 
-// Implements algo::TwoLevel: the hierarchical algorithms' node and rail legs run on its
-// sub-groups.
-class Communicator::Impl : private algo::TwoLevel {
+class Communicator::Impl {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, const CommOptions& options);
 
@@ -44,10 +42,10 @@ class Communicator::Impl : private algo::TwoLevel {
   /// The algorithm for collective `c` on `bytes` per rank (the registry's cost model or
   /// STRATA_ALGO), logged once per size class at INFO.
   const algo::Algorithm& choose(algo::Collective c, size_t bytes);
-  /// A small all-reduce on one node (up to shm::kSmallBytes), completed inside the call
-  /// when the op queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it
-  /// must be queued instead; the caller has checked the arguments.
-  std::optional<Work> small_all_reduce_now(Buffer in, Buffer out, ReduceOp op);
+  /// Collective `c` by `algo`'s fast path (algo::Now), completed inside the call when the op
+  /// queue is idle and the peers are in step (runtime/immediate.cpp). Empty when it must be
+  /// queued instead; the caller has checked the arguments.
+  std::optional<Work> try_now(const algo::Algorithm& algo, algo::Collective c, const algo::Args& a);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
   /// Communicator::abort(): this group and its node and rail groups.
@@ -63,27 +61,15 @@ class Communicator::Impl : private algo::TwoLevel {
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.
   runtime::Op next_collective(const char* op, int peer, Buffer data, int reduce);
-  /// The group's two levels (node and rail communicators), built on first use. Called only from
-  /// a collective's body, which every rank runs at the same point of its sequence; a failure is
-  /// reported as that collective's (`where`).
-  runtime::SubGroups& subgroups(const ErrorContext& where);
-  /// algo::TwoLevel: runs a hierarchical collective on the node and rail groups. When a leg
-  /// fails, both sub-groups are ended (no leg touches the caller's buffers afterwards, no
-  /// neighbour waits on this rank until its deadline) and the failure becomes this group's,
-  /// naming the culprit by its rank here; a peer's death seen by one rank reaches every rank.
-  void run_legs(algo::Collective c, const algo::Args& a, Clock::time_point deadline,
-                const ErrorContext& where) override;
-  /// A sub-group's failure `sub`, as this group's at `where` (see hierarchical()).
-  Error as_group_failure(const Error& sub, const ErrorContext& where, Clock::time_point deadline);
-
-  runtime::NodeLayout layout_;
   algo::GroupView view_;  // what choose() needs of the layout and links, fixed at creation
   // Each collective's last choice, one word (bytes << 8 | table index + 1) so no reader sees it
   // torn: a training loop repeats its sizes, and a choice costs ~50 ns of cost-model arithmetic.
-  std::array<std::atomic<uint64_t>, 8> last_choice_{};
+  std::array<std::atomic<uint64_t>, algo::kCollectives> last_choice_{};
   algo::ChoiceLog choice_log_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<runtime::SubGroups> subgroups_;  // destroyed after the op queue (declared first)
+  // A group that spans nodes: its node and rail groups. Destroyed after the op queue (declared
+  // first), whose operations use them.
+  std::unique_ptr<runtime::Levels> levels_;
   std::shared_ptr<transport::PeerHealth> health_;  // consulted by the op queue's and shm's waits
   std::unique_ptr<shm::Segment> shm_;   // declared before the op queue: outlives its thread
   shm::StagingWriteModes write_modes_;  // used by the op queue's thread only

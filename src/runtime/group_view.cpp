@@ -34,7 +34,7 @@ std::string my_links(int rank) {
   return line;
 }
 
-algo::GroupView group_view(const NodeLayout& layout, const std::vector<std::string>& links,
+algo::GroupView group_view(const algo::NodeLayout& layout, const std::vector<std::string>& links,
                            bool shm, const ErrorContext& where) {
   algo::GroupView v;
   v.n = int(layout.node_of_rank.size());

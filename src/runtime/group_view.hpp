@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "algorithms/registry.hpp"
-#include "runtime/subgroups.hpp"
+#include "algorithms/two_level.hpp"
 
 namespace strata::runtime {
 
@@ -20,7 +20,7 @@ std::string my_links(int rank);
 
 /// The view of a group laid out as `layout`, every rank's my_links() line in `links` (indexed by
 /// rank); `shm`: the group has a segment. Throws Error(internal) on a malformed line.
-algo::GroupView group_view(const NodeLayout& layout, const std::vector<std::string>& links,
+algo::GroupView group_view(const algo::NodeLayout& layout, const std::vector<std::string>& links,
                            bool shm, const ErrorContext& where);
 
 /// "intra PHB 10 GB/s 0.5 us, inter NET 1.25 GB/s 30 us": the links a view chose by, for logs.

@@ -1,4 +1,5 @@
-// The immediate path: a small all-reduce on one node completes inside the call that issued it.
+// The immediate path: a small call on one node (an algorithm with a fast path, algo::Now:
+// all-reduce on the segment) completes inside the call that issued it.
 //
 // Queued, an 8-byte all-reduce spends about three quarters of its time in bookkeeping: a work
 // state, two std::functions, the queue, the flight recorder's three updates, six clock readings
@@ -11,7 +12,6 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "runtime/communicator_impl.hpp"
-#include "shm/collectives.hpp"
 
 namespace strata {
 namespace {
@@ -25,38 +25,37 @@ int immediate_polls(const shm::Segment& s) { return s.oversubscribed() ? 16 : 51
 
 }  // namespace
 
-std::optional<Work> Communicator::Impl::small_all_reduce_now(Buffer in, Buffer out, ReduceOp op) {
-  if (!shm_ || size < 2 || in.bytes() > shm::kSmallBytes || config().check) return std::nullopt;
+std::optional<Work> Communicator::Impl::try_now(const algo::Algorithm& algo, algo::Collective c,
+                                                const algo::Args& a) {
+  if (!shm_ || config().check) return std::nullopt;
   std::unique_lock<std::mutex> claim = queue_->try_claim();
-  // A staging buffer still being read by a peer: posting would wait, so queue instead.
-  if (!claim.owns_lock() || !shm::small_all_reduce_can_post(*shm_, in.bytes())) {
-    return std::nullopt;
-  }
-  // Publish first (can_post said it will not wait): the bookkeeping below then overlaps the
-  // peers' reading of it instead of delaying them (8 B, 2 ranks: 250 -> 195 ns a call).
-  shm::Segment& s = *shm_;
-  const uint64_t number = shm::small_all_reduce_publish(s, in.data, in.count, in.dtype, op);
+  if (!claim.owns_lock()) return std::nullopt;
+  // Publish first (the hook declines when it would wait: a staging buffer still being read by a
+  // peer, or a call too big for its fast path): the bookkeeping below then overlaps the peers'
+  // reading of it instead of delaying them (8 B all-reduce, 2 ranks: 250 -> 195 ns a call).
+  const algo::Now& now = *algo.now;
+  const std::optional<uint64_t> number = now.publish(*shm_, a);
+  if (!number) return std::nullopt;
+  const algo::Shape& shape = algo::shape(c);
   const auto seq = int64_t(coll_seq_.fetch_add(1, std::memory_order_relaxed));
-  ErrorContext where{rank, name, "all_reduce", seq, -1};
-  STRATA_LOG(TRACE, "COLL") << "all_reduce seq " << seq << " on " << name << " (immediate)";
-  const auto now = Clock::now();
-  if (shm::small_all_reduce_try_finish(s, number, out.data, in.count, in.dtype, op,
-                                       immediate_polls(s))) {
-    queue_->record_completed(where, in.dtype, in.count, now);
+  ErrorContext where{rank, name, shape.name.data(), seq, -1};
+  STRATA_LOG(TRACE, "COLL") << shape.name << " seq " << seq << " on " << name << " (immediate)";
+  const auto started = Clock::now();
+  if (now.try_finish(*shm_, *number, a, immediate_polls(*shm_))) {
+    queue_->record_completed(where, a.dtype, a.count, started);
     return Work();
   }
   runtime::Op rest;
-  rest.bytes = in.bytes();
-  rest.dtype = in.dtype;
-  rest.count = in.count;
-  rest.reduce = int(op);
+  rest.bytes = a.bytes();
+  rest.dtype = a.dtype;
+  rest.count = a.count;
+  rest.reduce = shape.reduces ? int(a.op) : -1;
   rest.where = std::move(where);
-  rest.run = [this, number, out, count = in.count, dt = in.dtype, op](transport::Transport&,
-                                                                      runtime::Op& self) {
-    shm::small_all_reduce_finish({*shm_, self.deadline, self.where, write_modes_}, number, out.data,
-                                 count, dt, op);
+  rest.run = [this, &now, number = *number, a](transport::Transport& w, runtime::Op& self) {
+    algo::Exec e{w, shm_.get(), &write_modes_, levels_.get(), self.deadline, self.where};
+    now.finish(e, number, a);
   };
-  return Work(queue_->finish_later(std::move(rest), now));
+  return Work(queue_->finish_later(std::move(rest), started));
 }
 
 }  // namespace strata

@@ -48,6 +48,7 @@ void reduce_small(shm::Segment& s, uint64_t number, void* out, size_t count, Dat
 }  // namespace
 
 bool small_all_reduce_can_post(shm::Segment& s, size_t bytes) {
+  if (s.size() < 2 || bytes > kSmallBytes) return false;  // all_reduce takes the chunked path
   return in_a_line(bytes) || buffer_free(s, s.next_chunk);
 }
 

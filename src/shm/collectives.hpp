@@ -43,12 +43,13 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
 /// All-reduce of up to kSmallBytes in one phase, in halves, so that the caller can finish it
 /// at once when the peers are already there (runtime/immediate.cpp). can_post: post would not wait
 /// (up to shm::kLineBytes it never does; above, this rank's next staging buffer must have been
-/// read by every peer). post: publishes this rank's input and returns its number; publish does
-/// the same without waiting, once can_post said it would not.
-/// try_finish: reduces every rank's input into `out` if every peer has published a matching one
-/// within `polls` polls each (on an oversubscribed node each poll yields the core:
-/// sched_yield); false leaves `out` untouched, and finish (which waits, bounded by the deadline,
-/// and reports a peer in another collective) completes it. all_reduce runs post then finish.
+/// read by every peer; false for a call all_reduce runs otherwise: over kSmallBytes, or alone).
+/// post: publishes this rank's input and returns its number; publish does the same without waiting,
+/// once can_post said it would not. try_finish: reduces every rank's input into `out` if every peer
+/// has published a matching one within `polls` polls each (on an oversubscribed node each poll
+/// yields the core: sched_yield); false leaves `out` untouched, and finish (which waits, bounded by
+/// the deadline, and reports a peer in another collective) completes it. all_reduce runs post then
+/// finish.
 bool small_all_reduce_can_post(shm::Segment& s, size_t bytes);
 uint64_t small_all_reduce_post(Context c, const void* in, size_t count, DataType dt, ReduceOp op);
 uint64_t small_all_reduce_publish(shm::Segment& s, const void* in, size_t count, DataType dt,
