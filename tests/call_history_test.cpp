@@ -1,6 +1,6 @@
-// A rank's memory of its last calls (src/transport/call_history.hpp): what it answers a peer
+// A rank's memory of its last calls (src/transport/calls/call_history.hpp): what it answers a peer
 // that asks about a sequence number.
-#include "transport/call_history.hpp"
+#include "transport/calls/call_history.hpp"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 
 namespace tags = strata::transport::tags;
 

@@ -5,7 +5,7 @@
 #include "bootstrap/node_identity.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 #include "transport/ucx/factory.hpp"
 
 namespace strata {
@@ -106,11 +106,13 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
                              int64_t(data.count)};
   op.run = [this, body = std::move(body), seq, call](transport::Transport& w, runtime::Op& self) {
     STRATA_LOG(TRACE, "COLL") << self.where.op << " seq " << seq << " on " << self.where.group;
+    w.begin(seq, self.where, self.deadline);
+    transport::CallCheck* calls = w.calls();
     if (config().check) {  // the full exchange, whose messages carry no call to check
-      w.begin_collective(seq, self.where, self.deadline, call, false);
+      if (calls) calls->began(call, false);
       runtime::agree_on_fingerprint(w, self);
     }
-    w.begin_collective(seq, self.where, self.deadline, call, true);
+    if (calls) calls->began(call, true);
     algo::Exec e{w, shm_.get(), &write_modes_, levels_.get(), self.deadline, self.where};
     body(e);
   };

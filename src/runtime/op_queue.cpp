@@ -381,13 +381,13 @@ void OpQueue::progress_loop() {
       while (step_locked() || (!p2p_pending_.empty() && transport_->progress())) {
       }
       // Nothing runs: answer the peers' questions about past calls, look for their messages
-      // that nobody took (transport/call_history.hpp), and fail the group on a mismatch. A
+      // that nobody took (transport/calls/call_history.hpp), and fail the group on a mismatch. A
       // failed group only answers (a peer may be asking what this rank called).
       if (Clock::now() >= next_look_back_) {
         next_look_back_ = Clock::now() + kLookBackInterval;
         if (!broken_.empty() || health_->failed()) {
           transport_->progress();
-        } else if (transport_->look_back()) {
+        } else if (transport_->calls() && transport_->calls()->look_back()) {
           health_->await_news(Clock::now());
         }
       }

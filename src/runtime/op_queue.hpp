@@ -10,7 +10,7 @@
 // (default 50 us) for operations of 1 MiB and more, whose overlap with compute matters, and 2 ms
 // for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
 // small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
-// epoll, waking every 250 ms to look back (Transport::look_back: answer the peers' questions
+// epoll, waking every 250 ms to look back (CallCheck::look_back: answer the peers' questions
 // about past calls, look for their messages nobody took), a few microseconds each. A small
 // all-reduce may bypass the queue altogether when the op queue is idle (try_claim;
 // runtime/immediate.cpp).
@@ -101,7 +101,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::unique_ptr<transport::Transport> transport_;
   std::shared_ptr<transport::PeerHealth> health_;
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
-  // Idle, the progress thread wakes this often to look back (Transport::look_back).
+  // Idle, the progress thread wakes this often to look back (CallCheck::look_back).
   static constexpr auto kLookBackInterval = std::chrono::milliseconds(250);
   Clock::time_point next_look_back_{};  // guarded by exec_mu_
   std::chrono::milliseconds timeout_;

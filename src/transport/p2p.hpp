@@ -3,8 +3,10 @@
 // underneath (UCX, NCCL, shared memory); transports never know which algorithm runs on them.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 namespace strata::transport {
@@ -29,9 +31,20 @@ class P2P {
   /// Completes every request, or throws strata::Error naming the peer (timeout, size mismatch,
   /// transport failure). Outstanding requests are cancelled before it throws.
   virtual void wait(std::span<Request> requests) = 0;
-  /// Reusable scratch memory of at least `bytes`, one region per `slot` (0..3), owned by the
-  /// transport and valid until the next call with the same slot.
-  virtual void* scratch(size_t bytes, int slot) = 0;
+  /// Reusable scratch memory of at least `bytes`, one region per `slot` (0..3), valid until the
+  /// next call with the same slot. Not the transport's to provide: every P2P has it.
+  void* scratch(size_t bytes, int slot) {
+    auto& s = scratch_[size_t(slot)];
+    if (s.bytes < bytes) s = {std::make_unique_for_overwrite<uint8_t[]>(bytes), bytes};
+    return s.data.get();
+  }
+
+ private:
+  struct Scratch {
+    std::unique_ptr<uint8_t[]> data;
+    size_t bytes = 0;
+  };
+  std::array<Scratch, 4> scratch_;
 };
 
 /// Sends to `to` and receives from `from` at once (the building block of ring algorithms).

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "base/log.hpp"
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 #include "transport/ucx/stale_files.hpp"
 
 namespace strata::transport {
@@ -80,7 +80,7 @@ bool PeerHealth::take_notice() {
           n->culprit == rank_ ? "this rank" : "rank " + std::to_string(n->culprit);
       const std::string by = "(reported by rank " + std::to_string(n->reporter) + ")";
       if (n->kind == transport::Notice::mismatch) {
-        // This rank's own finding, between operations (Transport::look_back), or another's.
+        // This rank's own finding, between operations (CallCheck::look_back), or another's.
         const std::string found = n->reporter == rank_
                                       ? "collective mismatch: this rank is in "
                                       : "collective mismatch, found by rank " +

@@ -28,7 +28,7 @@ class PeerHealth final : public transport::Watchdog {
 
   /// The transport that carries notices and reports endpoint failures (not owned; may be null).
   /// check() uses it, so it must only run on the thread that currently owns the transport.
-  void attach(transport::Transport* transport) { transport_ = transport; }
+  void attach(transport::FailureChannel* transport) { transport_ = transport; }
 
   void check(const ErrorContext& where) override;
   /// Marks the group failed by this rank's abort() (any thread); a failure already recorded stands.
@@ -67,7 +67,7 @@ class PeerHealth final : public transport::Watchdog {
 
   const int rank_;
   const std::vector<bootstrap::ProcessId> processes_;
-  transport::Transport* transport_ = nullptr;
+  transport::FailureChannel* transport_ = nullptr;
   Clock::time_point next_probe_{};
   // When probe() first saw each rank's process gone (epoch: not seen); see kExitGrace.
   std::vector<Clock::time_point> gone_since_ = std::vector<Clock::time_point>(processes_.size());

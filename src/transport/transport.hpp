@@ -1,6 +1,7 @@
-// What the runtime needs of a transport: the algorithms' P2P for collectives, plus user
-// point-to-point messages, progress and sleep for the op queue, and failure notices for peer
-// health. One instance per communicator, used by one thread at a time (the op queue's owner).
+// What the runtime needs of a transport, in three parts: the data plane (the algorithms' P2P,
+// plus user point-to-point messages), progress and sleep for the op queue, and one channel for
+// failure notices (peer health); the call comparison, which a transport may offer, lives in
+// calls/. One instance per communicator, used by one thread at a time (the op queue's owner).
 // Implementations live beside it, one folder each (ucx/: UCX's tagged messages); the runtime
 // makes them through their factory (ucx/factory.hpp) and sees no transport's own headers.
 #pragma once
@@ -10,7 +11,7 @@
 
 #include "strata/error.hpp"
 #include "strata/types.hpp"  // Clock
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_check.hpp"
 #include "transport/p2p.hpp"
 #include "transport/watchdog.hpp"
 
@@ -31,19 +32,13 @@ struct Notice {
   char reason[200] = {};
 };
 
-class Transport : public P2P {
+/// The data plane: the algorithms' P2P, the collective its messages belong to, and user
+/// point-to-point messages. Ten methods: all a transport needs to move a collective's bytes.
+class DataPlane : public P2P {
  public:
-  /// Sets the sequence number, error context and deadline that the next collective runs under,
-  /// and its call, which its messages carry and check (unless `tagged` is false: STRATA_CHECK's
-  /// exchange, which compares calls itself). Throws the mismatch when a message of an earlier
-  /// call is found that nobody took (call_history.hpp).
-  virtual void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
-                                const Call& call, bool tagged) = 0;
-  /// Between operations (nothing runs): answers the peers' questions about earlier calls and
-  /// looks for messages of them that nobody took. True when that found a mismatch, which
-  /// poll_failure() then reports (the peers have been told).
-  virtual bool look_back() = 0;
-
+  /// The collective that the next isend, irecv and wait belong to: its sequence number (which
+  /// their tags carry), error context and deadline.
+  virtual void begin(uint64_t seq, const ErrorContext& where, Clock::time_point deadline) = 0;
   /// User point-to-point messages (tags in their own space).
   virtual Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) = 0;
   /// `peer` < 0: from any source; test() sets the request's peer to the sender on completion.
@@ -53,7 +48,12 @@ class Transport : public P2P {
   /// Cancels an outstanding request and waits (bounded) until the transport lets go of its
   /// buffer.
   virtual void cancel(Request& r) = 0;
+};
 
+/// Driving the transport and sleeping on it: the op queue's side.
+class Progress {
+ public:
+  virtual ~Progress() = default;
   /// Drives the transport once; returns true if anything happened.
   virtual bool progress() = 0;
   /// Arms the event fd; false when events are already pending (progress again instead).
@@ -69,19 +69,30 @@ class Transport : public P2P {
   virtual void wake() = 0;
   /// A file descriptor readable when network events may be pending after arm().
   virtual int event_fd() const = 0;
-
   /// More ranks on this node than cores: waits poll only briefly (base/spin_policy.hpp).
   virtual void set_oversubscribed(bool v) = 0;
   virtual bool oversubscribed() const = 0;
   /// Consults the watchdog (slow paths of every wait). Not owned.
   virtual void set_watchdog(Watchdog* w) = 0;
+};
 
+/// The one channel for failures and mismatch notices: what peer health reads and tells.
+class FailureChannel {
+ public:
+  virtual ~FailureChannel() = default;
   /// A failure learnt from the network: a peer's notice, else an endpoint the transport
   /// declared failed (reported as `unreachable` by this rank). Progresses once.
   virtual std::optional<Notice> poll_failure() = 0;
   /// Sends `n` to every peer except this rank and (but for a mismatch) `n.culprit`; best
   /// effort, bounded (200 ms).
   virtual void send_notice(const Notice& n) = 0;
+};
+
+/// What the runtime holds: one object serving the three, and its call comparison if it has one.
+class Transport : public DataPlane, public Progress, public FailureChannel {
+ public:
+  /// The transport's call comparison (calls/call_check.hpp); null when it compares none.
+  virtual CallCheck* calls() = 0;
 };
 
 }  // namespace strata::transport

@@ -16,7 +16,7 @@
 #include "base/log.hpp"
 #include "base/spin_policy.hpp"
 #include "bootstrap/await_rank.hpp"
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 #include "transport/tags.hpp"
 
 namespace strata::ucx {
@@ -72,13 +72,7 @@ Context::~Context() {
 
 Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
                const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank),
-      size_(size),
-      context_(Context::get()),
-      eps_(size, nullptr),
-      scratch_(4),
-      scratch_size_(4, 0),
-      where_(where) {
+    : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr), where_(where) {
   if (size > tags::kMaxRanks) {
     fail_setup(where, std::to_string(size) + " ranks: message tags name at most " +
                           std::to_string(tags::kMaxRanks));
@@ -183,11 +177,17 @@ Worker::~Worker() {
 
 // ---- Messages ---------------------------------------------------------------------------------
 
-void Worker::begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
-                              const transport::Call& call, bool tagged) {
+void Worker::begin(uint64_t seq, const ErrorContext& where, Clock::time_point deadline) {
   seq_ = seq;
   where_ = where;
   deadline_ = deadline;
+  call_ = {};
+  tag_call_ = 0;
+}
+
+void Worker::began(const transport::Call& call, bool tagged) {
+  const uint64_t seq = seq_;
+  const ErrorContext& where = where_;
   call_ = call;
   tag_call_ = tagged ? call.bits : 0;
   history_.began(seq, call);
@@ -402,14 +402,6 @@ void Worker::wait(std::span<transport::Request> reqs) {
     for (auto& r : reqs) cancel(r);
     throw;
   }
-}
-
-void* Worker::scratch(size_t bytes, int slot) {
-  if (scratch_size_[slot] < bytes) {
-    scratch_[slot].reset(new uint8_t[bytes]);
-    scratch_size_[slot] = bytes;
-  }
-  return scratch_[slot].get();
 }
 
 }  // namespace strata::ucx

@@ -14,7 +14,7 @@
 
 #include "strata/error.hpp"
 #include "strata/store.hpp"
-#include "transport/call_history.hpp"
+#include "transport/calls/call_history.hpp"
 #include "transport/tags.hpp"
 #include "transport/transport.hpp"
 
@@ -34,7 +34,7 @@ class Context {
 
 using transport::Notice;
 
-class Worker final : public transport::Transport {
+class Worker final : public transport::Transport, public transport::CallCheck {
  public:
   /// Creates the worker and connects to all `size` ranks through `store` (collective). Endpoints
   /// to the peers flagged in `network_watched` report a broken connection (UCX peer error
@@ -45,17 +45,18 @@ class Worker final : public transport::Transport {
          const ErrorContext& where, std::chrono::milliseconds timeout);
   ~Worker() override;
 
-  // transport::P2P, used by algorithms inside one collective (see begin_collective()).
+  // transport::P2P, used by algorithms inside one collective (see begin()).
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   transport::Request isend(int peer, const void* data, size_t bytes, uint32_t step) override;
   transport::Request irecv(int peer, void* data, size_t bytes, uint32_t step) override;
   void wait(std::span<transport::Request> requests) override;
-  void* scratch(size_t bytes, int slot) override;
 
   // transport::Transport, used by the op queue and peer health.
-  void begin_collective(uint64_t seq, const ErrorContext& where, Clock::time_point deadline,
-                        const transport::Call& call, bool tagged) override;
+  void begin(uint64_t seq, const ErrorContext& where, Clock::time_point deadline) override;
+  transport::CallCheck* calls() override { return this; }
+  // transport::CallCheck.
+  void began(const transport::Call& call, bool tagged) override;
   bool look_back() override;
   transport::Request post_send(int peer, const void* data, size_t bytes, uint32_t tag) override;
   transport::Request post_recv(int peer, void* data, size_t bytes, uint32_t tag) override;
@@ -81,7 +82,7 @@ class Worker final : public transport::Transport {
   /// tell_mismatch(), and the error to throw (`sizes`: how its message's size differed, if so).
   Error mismatch(const ErrorContext& where, const transport::Call& mine, int peer,
                  const transport::Call& theirs, const std::string& sizes);
-  // Calls compared whole (transport/call_history.hpp; worker_calls.cpp).
+  // Calls compared whole (transport/calls/call_history.hpp; worker_calls.cpp).
   /// Asks `peer` for its call at `seq`; false when every outgoing slot is busy.
   bool ask(int peer, uint64_t seq);
   /// Answers queries and takes answers that arrived (run by progress()).
@@ -115,8 +116,6 @@ class Worker final : public transport::Transport {
   int event_fd_ = -1;  // the worker's efd
   int wake_fd_ = -1;   // eventfd for wake()
   int epoll_fd_ = -1;
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
-  std::vector<size_t> scratch_size_;
   // State of the collective being run (only touched by the executing thread).
   uint64_t seq_ = 0;
   transport::Call call_;   // of the collective under way

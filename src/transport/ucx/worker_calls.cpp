@@ -1,5 +1,5 @@
-// The Worker's half of comparing calls whole (transport/call_history.hpp): the query and answer
-// control messages, what a blocked wait does with an answer, and messages of finished calls
+// The Worker's half of comparing calls whole (transport/calls/call_history.hpp): the query and
+// answer control messages, what a blocked wait does with an answer, and messages of finished calls
 // that nobody took (docs/architecture.md, "Mismatches").
 #include <cstring>
 

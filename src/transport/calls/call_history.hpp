@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 
 namespace strata::transport {
 

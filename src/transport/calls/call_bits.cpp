@@ -1,4 +1,4 @@
-#include "transport/call_bits.hpp"
+#include "transport/calls/call_bits.hpp"
 
 #include <array>
 
