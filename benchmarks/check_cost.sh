@@ -7,6 +7,7 @@
 # 2 ranks, 8 B only (16 B for reduce-scatter), 20,000 iterations, REPS repetitions (default 10).
 # NET=1 runs the network path instead (UCX, STRATA_SHM=0).
 #   [NET=1] benchmarks/check_cost.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUTDIR [MODE] [REPS]
+# benchmarks/pack_results.py then packs OUTDIR into one CSV beside it, OUTDIR.csv.
 set -euo pipefail
 before=$1 after=$2 out=$3 mode=${4:-sizes}
 reps=${5:-$([[ $mode == latency ]] && echo 10 || echo 3)}
@@ -60,3 +61,6 @@ for (coll, np, size), t in sorted(times.items()):
     print(f"| {coll} | {np} | {size} | {len(a)} | {mb:.2f} / {ma:.2f} | {ma / mb:.3f} | "
           f"{min(b):.2f} / {min(a):.2f} | {min(a) / min(b):.3f} |")
 PY
+"$(dirname "$0")/pack_results.py" "${out%/}" "${out%/}.csv" \
+  --section "The mismatch check's cost (check_cost.sh)" \
+  --command "${NET:+NET=$NET }benchmarks/check_cost.sh $*"

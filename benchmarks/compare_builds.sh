@@ -4,6 +4,7 @@
 # a figure, such as a refactoring. Each (collective, world size) runs BEFORE then AFTER, so slow
 # drifts of the machine hit both alike.
 #   benchmarks/compare_builds.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUTDIR
+# benchmarks/pack_results.py then packs OUTDIR into one CSV beside it, OUTDIR.csv.
 set -euo pipefail
 before=$1 after=$2 out=$3
 mkdir -p "$out"
@@ -52,3 +53,6 @@ for before in sorted(out.glob("*_before.txt")):
         print(f"| {coll} | {np[2:]} | {size} | {b[size][0]:g} | {a[size][0]:g} | "
               f"{a[size][0] / b[size][0]:.2f} | {b[size][1]:.2f} | {a[size][1]:.2f} |")
 PY
+"$(dirname "$0")/pack_results.py" "${out%/}" "${out%/}.csv" \
+  --section "Two builds compared (compare_builds.sh)" \
+  --command "benchmarks/compare_builds.sh $*"

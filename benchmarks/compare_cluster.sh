@@ -5,9 +5,14 @@
 # ob1/tcp between the nodes, mpi_yield_when_idle 1), then latency and a size sweep unshaped, and
 # the latency with one rank per node against UCX's own floor.
 # Usage: benchmarks/compare_cluster.sh [outdir]   (after scripts/build.sh; needs root)
+# The raw output goes to outdir (default build/bench-results/cluster, which git ignores),
+# and benchmarks/pack_results.py packs it into one CSV beside it, outdir.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-benchmarks/results/cluster}
+invocation="benchmarks/compare_cluster.sh${*:+ $*} (at $(git rev-parse --short HEAD 2>/dev/null ||
+  echo '?'))"
+out=${1:-build/bench-results/cluster}
+out=${out%/}
 mkdir -p "$out"
 flat="all_reduce=ring,all_gather=ring,reduce_scatter=ring,all_to_all=pairwise"
 
@@ -47,3 +52,12 @@ done
 run latency_2x1 "--ranks 1,1" none "" -- all_reduce -b 8 -e 8 -n 2000 -w 200 -z 1
 tools/strata-cluster -q --ranks 1,1 --timeout 120 -- benchmarks/ucx_tag_floor.sh \
   > "$out/ucx_tag_lat_2x1.txt" 2>&1 || echo "failed: $out/ucx_tag_lat_2x1.txt"
+benchmarks/pack_results.py "$out" "$out.csv" --section "Two emulated nodes (compare_cluster.sh)" \
+  --command "${UNSHAPED_ONLY:+UNSHAPED_ONLY=$UNSHAPED_ONLY }$invocation" \
+  --command "each NAME: STRATA_ALGO=ALGO tools/strata-cluster -q LAYOUT [--rate RATE] \
+--timeout 580 --mpirun-arg=-x --mpirun-arg=STRATA_ALGO --mpirun-arg=--mca \
+--mpirun-arg=mpi_yield_when_idle --mpirun-arg=1 -- build/bin/strata-perf ARGS --compare mpi \
+--json NAME.json > NAME.txt (flat: ALGO=$flat)" \
+  --command "tools/strata-cluster -q --ranks 1,1 --timeout 120 -- benchmarks/ucx_tag_floor.sh \
+> ucx_tag_lat_2x1.txt"
+echo "packed: $out.csv"

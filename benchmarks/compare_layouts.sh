@@ -10,12 +10,18 @@
 #   cluster  2 emulated nodes x 4 ranks, 1 Gbit/s: tp4 x pp2 with tp inside the nodes (the mesh's
 #            proposal) against the same sizes with tp across them (ranks round-robin over nodes)
 #   benchmarks/compare_layouts.sh [OUT] [bubble|tp|memory|cluster ...]
+# OUT defaults to build/bench-results/layouts (git ignores it); benchmarks/pack_results.py
+# then packs it into one file beside it, OUT.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-benchmarks/results/layouts}
+invocation="benchmarks/compare_layouts.sh${*:+ $*} (at $(git rev-parse --short HEAD 2>/dev/null ||
+  echo '?'))"
+OUT=${1:-build/bench-results/layouts}
+OUT=${OUT%/}
 shift || true
 PARTS=${*:-bubble tp memory cluster}
 mkdir -p "$OUT"
+abs_out=$(cd "$OUT" && pwd)  # strata-cluster runs the ranks elsewhere: an absolute path
 export OPENBLAS_NUM_THREADS=1 STRATA_TIMEOUT=${STRATA_TIMEOUT:-300}
 gpt=build/bin/strata-gpt
 common=(--config small --warmup 1 --eval-every 0 --sample 0 --quiet)
@@ -74,10 +80,13 @@ cluster)
     extra=(); [ $placement = across ] && extra=(--mpirun-arg=--map-by --mpirun-arg=node)
     tools/strata-cluster --nodes 2 --ranks-per-node 4 --rate 1gbit --timeout 600 -q "${extra[@]}" -- \
       $gpt train "${common[@]}" --heads 8 --tp 4 --pp 2 --micro-batches 4 --batch 16 --steps 9 \
-      --allow-cross-node-tp --json "$PWD/$OUT/cluster_$placement.json" >/dev/null 2>&1
+      --allow-cross-node-tp --json "$abs_out/cluster_$placement.json" >/dev/null 2>&1
   done
   a=$(median "$OUT/cluster_in.json" seconds) b=$(median "$OUT/cluster_across.json" seconds)
   echo "tp in node $a s/step, tp across nodes $b s/step, speed-up $(python3 -c "print(f'{$b / $a:.2f}')")" |
     tee -a "$OUT/cluster.txt" ;;
 *) echo "unknown part $part" >&2; exit 2 ;;
 esac; done
+benchmarks/pack_results.py "$OUT" "$OUT.json" --section "3D trainer (compare_layouts.sh)" \
+  --command "$invocation"
+echo "packed: $OUT.json"
