@@ -4,6 +4,7 @@
 // data per rail instead of the whole buffer over one flat ring.
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "algorithms/registry.hpp"
 #include "kernels/blocks.hpp"
@@ -76,11 +77,7 @@ struct Chunk {
 }  // namespace
 
 void hierarchical_all_reduce(Exec& e, const Args& a) {
-  const void* in = a.in;
-  void* out = a.out;
-  const size_t count = a.count;
-  const DataType dt = a.dtype;
-  const ReduceOp op = a.op;
+  const auto [in, out, count, dt, op] = std::tuple(a.in, a.out, a.count, a.dtype, a.op);
   Legs h{e};
   const NodeLayout& layout = h.t.layout;
   if (count == 0) return;
@@ -167,10 +164,7 @@ void hierarchical_all_reduce(Exec& e, const Args& a) {
 }
 
 void hierarchical_all_gather(Exec& e, const Args& a) {
-  const void* in = a.in;
-  void* out = a.out;
-  const size_t count = a.count;
-  const DataType dt = a.dtype;
+  const auto [in, out, count, dt] = std::tuple(a.in, a.out, a.count, a.dtype);
   Legs h{e};
   const NodeLayout& layout = h.t.layout;
   const size_t bytes = count * dtype_size(dt);
@@ -188,11 +182,7 @@ void hierarchical_all_gather(Exec& e, const Args& a) {
 }
 
 void hierarchical_reduce_scatter(Exec& e, const Args& a) {
-  const void* in = a.in;
-  void* out = a.out;
-  const size_t count = a.count;
-  const DataType dt = a.dtype;
-  const ReduceOp op = a.op;
+  const auto [in, out, count, dt, op] = std::tuple(a.in, a.out, a.count, a.dtype, a.op);
   Legs h{e};
   const NodeLayout& layout = h.t.layout;
   const ReduceOp leg_op = op == ReduceOp::avg ? ReduceOp::sum : op;
@@ -213,10 +203,7 @@ void hierarchical_reduce_scatter(Exec& e, const Args& a) {
 }
 
 void hierarchical_all_to_all(Exec& e, const Args& args) {
-  const void* in = args.in;
-  void* out = args.out;
-  const size_t count = args.count;
-  const DataType dt = args.dtype;
+  const auto [in, out, count, dt] = std::tuple(args.in, args.out, args.count, args.dtype);
   Legs h{e};
   const NodeLayout& layout = h.t.layout;
   if (count == 0) return;
