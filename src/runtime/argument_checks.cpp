@@ -5,6 +5,17 @@
 #include "kernels/reduce_kernels.hpp"
 
 namespace strata::runtime {
+namespace {
+
+// The most bytes one buffer may span: no allocation reaches half the address space.
+constexpr size_t kMaxBytes = size_t(PTRDIFF_MAX);
+
+// A count above kMaxBytes is most likely a negative number converted to size_t.
+std::string wrapped(size_t count) {
+  return count > kMaxBytes ? " (a negative count, " + std::to_string(int64_t(count)) + "?)" : "";
+}
+
+}  // namespace
 
 void Checker::fail(const std::string& what) const {
   throw Error(ErrorCode::invalid_argument, ErrorContext{rank_, group_, op_, seq_, peer_}, what);
@@ -21,7 +32,19 @@ void Checker::buffer(const Buffer& b, const char* what) const {
   if (b.data == nullptr && b.count > 0) {
     fail(std::string(what) + " is null with count " + std::to_string(b.count));
   }
-  if (b.count > (SIZE_MAX / 8)) fail(std::string(what) + " count is too large");
+  if (b.count > kMaxBytes / dtype_size(b.dtype)) {
+    fail(std::string(what) + " count " + std::to_string(b.count) + " is too large: " +
+         std::string(dtype_name(b.dtype)) + " elements of " + std::to_string(dtype_size(b.dtype)) +
+         " bytes exceed the address space" + wrapped(b.count));
+  }
+}
+
+size_t Checker::times(const Buffer& b, int n, const char* what) const {
+  if (b.count > kMaxBytes / dtype_size(b.dtype) / size_t(n)) {
+    fail(std::string(what) + " count " + std::to_string(b.count) + " times the group's " +
+         std::to_string(n) + " ranks is too large for " + std::string(dtype_name(b.dtype)));
+  }
+  return b.count * size_t(n);
 }
 
 void Checker::same_dtype(const Buffer& a, const Buffer& b) const {

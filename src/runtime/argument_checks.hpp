@@ -18,8 +18,12 @@ class Checker {
       : rank_(rank), group_(group), op_(op), seq_(seq), peer_(peer) {}
 
   /// The buffer is usable: host memory (the device path is not in this build), valid dtype,
-  /// and not null unless empty.
+  /// not null unless empty, and its bytes (count times its element's size) within the address
+  /// space.
   void buffer(const Buffer& b, const char* what) const;
+  /// `b.count` times `n` (the group's size), after buffer(b): refused where the product, in
+  /// bytes, would leave the address space (a wrapped product could pass a count check).
+  size_t times(const Buffer& b, int n, const char* what) const;
   void same_dtype(const Buffer& a, const Buffer& b) const;
   void count(const Buffer& b, size_t expected, const char* what, const char* why) const;
   void peer(int peer, int size, const char* what) const;

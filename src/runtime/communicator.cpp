@@ -77,7 +77,8 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
-  check.count(in, out.count * c.size, "input", "reduce_scatter input is size() * output count");
+  check.count(in, check.times(out, c.size, "output"), "input",
+              "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
   return runtime::call(
@@ -91,7 +92,8 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
-  check.count(out, in.count * c.size, "output", "all_gather output is size() * input count");
+  check.count(out, check.times(in, c.size, "input"), "output",
+              "all_gather output is size() * input count");
   check.no_overlap(in, out, in.data == at(out, in.count * c.rank));
   return runtime::call(c, algo::Collective::all_gather,
                        {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
@@ -104,7 +106,7 @@ namespace {
 Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>& sc,
                      const std::vector<size_t>& sd, Buffer out, const std::vector<size_t>& rc,
                      const std::vector<size_t>& rd, bool uniform) {
-  runtime::Checker check = c.checker("all_to_all");
+  runtime::Checker check = c.checker(uniform ? "all_to_all" : "all_to_allv");
   check.buffer(in, "input");
   check.buffer(out, "output");
   check.same_dtype(in, out);
@@ -226,7 +228,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
     root_checks(c, "gather", root, in, -1, [&] {
       check.buffer(out, "output");
       check.same_dtype(in, out);
-      check.count(out, in.count * c.size, "output",
+      check.count(out, check.times(in, c.size, "input"), "output",
                   "gather output at root is size() * input count");
       check.no_overlap(in, out, in.data == at(out, in.count * root));
     });
@@ -246,7 +248,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
     root_checks(c, "scatter", root, out, -1, [&] {
       check.buffer(in, "input");
       check.same_dtype(in, out);
-      check.count(in, out.count * c.size, "input",
+      check.count(in, check.times(out, c.size, "output"), "input",
                   "scatter input at root is size() * output count");
       check.no_overlap(in, out, out.data == at(in, out.count * root));
     });

@@ -1,5 +1,7 @@
 // Bad arguments are rejected before any byte moves, with an error naming rank, group, operation,
 // sequence number and peer; waits end at their deadline with an error naming the peer.
+#include <numeric>
+
 #include "mp.hpp"
 
 using namespace strata;
@@ -119,6 +121,40 @@ TEST(BadArguments, UnknownEnumsAndDeviceMemory) {
                  ReduceOp::max, 0);
       },
       ErrorCode::invalid_argument, {"max is not supported for c128"});
+}
+
+// Counts are bounded by their element's size: 2^60 complex128 elements are 2^64 bytes, which an
+// 8-byte bound let through (all-reduce then crashed, broadcast reported success).
+TEST(BadArguments, CountsThatOverflowTheirBytesAreRefused) {
+  auto& w = mp::world();
+  std::vector<double> c(8);
+  const size_t huge = size_t(1) << 60;
+  const Buffer big{c.data(), huge, DataType::c128};
+  expect_error(
+      [&] { w.all_reduce(big, ReduceOp::sum); }, ErrorCode::invalid_argument,
+      {"all_reduce", "input count 1152921504606846976 is too large", "c128 elements of 16 bytes"});
+  expect_error([&] { w.broadcast(big, 0); }, ErrorCode::invalid_argument,
+               {"broadcast", "too large"});
+  expect_error(
+      [&] {
+        w.all_reduce(Buffer{c.data(), size_t(-2), DataType::f32}, ReduceOp::sum);
+      },
+      ErrorCode::invalid_argument, {"(a negative count, -2?)"});
+  if (w.size() > 1) {
+    // Each buffer fits; the group's size times the output's count does not (2^62 bytes x n).
+    const Buffer block{c.data(), size_t(1) << 58, DataType::c128}, in{c.data(), 4, DataType::c128};
+    expect_error([&] { w.reduce_scatter(in, block, ReduceOp::sum); }, ErrorCode::invalid_argument,
+                 {"reduce_scatter", "output count 288230376151711744 times the group's " +
+                                        std::to_string(w.size()) + " ranks is too large"});
+    expect_error([&] { w.all_gather(block, in); }, ErrorCode::invalid_argument,
+                 {"all_gather", "input count", "is too large"});
+  }
+  // all_to_allv's errors say all_to_allv.
+  std::vector<float> v(w.size());
+  std::vector<size_t> ones(w.size(), 1), displs(w.size()), bad(w.size() + 1, 1);
+  std::iota(displs.begin(), displs.end(), size_t(0));
+  expect_error([&] { w.all_to_allv(buffer(v), bad, displs, buffer(v), ones, displs); },
+               ErrorCode::invalid_argument, {"all_to_allv failed", "one entry per rank"});
 }
 
 TEST(BadArguments, RejectedCallsLeaveTheCommunicatorUsable) {
