@@ -7,7 +7,6 @@
 
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "strata/communicator.hpp"
@@ -43,8 +42,10 @@ class Buffers {
 };
 
 /// An operator given as strata.ReduceOp or as its name ("sum", "max", ...).
-using OpArg = std::variant<ReduceOp, std::string>;
-ReduceOp parse_op(const OpArg& op);
+/// A reduction as Python gives it: a strata.ReduceOp or its name. Anything else, a number or a
+/// bool included (whose values would be some enum's), is refused with a TypeError.
+using OpArg = nb::handle;
+ReduceOp parse_op(nb::handle op);
 
 /// What a collective returns: the C++ Work, the communicator (so the group outlives the
 /// operation) and the Python buffers (so the memory being written stays valid).

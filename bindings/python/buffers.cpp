@@ -182,9 +182,16 @@ Buffer Buffers::view(const Held& a, nb::handle obj, const char* what) {
   return Buffer{const_cast<void*>(a.data()), count, entry->type, MemoryKind::host};
 }
 
-ReduceOp parse_op(const OpArg& op) {
-  if (const auto* e = std::get_if<ReduceOp>(&op)) return *e;
-  const auto& name = std::get<std::string>(op);
+ReduceOp parse_op(nb::handle op) {
+  ReduceOp e;
+  if (nb::try_cast(op, e, /*convert=*/false)) return e;
+  if (!nb::isinstance<nb::str>(op)) {
+    throw nb::type_error(("strata: op must be a strata.ReduceOp or its name, not " +
+                          std::string(nb::type_name(op.type()).c_str()) + " " +
+                          std::string(nb::repr(op).c_str()))
+                             .c_str());
+  }
+  const std::string name = nb::borrow<nb::str>(op).c_str();
   for (int i = 0; i <= int(kLastReduceOp); ++i) {
     if (op_name(ReduceOp(i)) == name) return ReduceOp(i);
   }

@@ -3,7 +3,6 @@
 // holds the Python buffers until the operation has completed, and wait() releases the GIL.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -105,8 +104,8 @@ void register_communicator(nb::module_& m) {
   nb::enum_<ReduceOp>(m, "ReduceOp", "Reduction operator; every operation also takes its name.")
       .value("sum", ReduceOp::sum)
       .value("prod", ReduceOp::prod)
-      .value("min", ReduceOp::min)
       .value("max", ReduceOp::max)
+      .value("min", ReduceOp::min)
       .value("avg", ReduceOp::avg, "sum / group size (integers truncate)")
       .value("band", ReduceOp::band, "bitwise and (integers, bool)")
       .value("bor", ReduceOp::bor, "bitwise or (integers, bool)")

@@ -64,6 +64,13 @@ Config load() {
     throw Error(ErrorCode::invalid_argument, {.op = "config"},
                 std::string(name) + "='" + mode + "' is not auto, ordinary or streaming");
   }
+  // The log reads STRATA_DEBUG itself (base/log.cpp, before any configuration); a value it
+  // does not know is refused here, like every other variable's, instead of meaning WARN.
+  if (const std::string d = text("STRATA_DEBUG");
+      !d.empty() && d != "NONE" && d != "0" && d != "WARN" && d != "INFO" && d != "TRACE") {
+    throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                "STRATA_DEBUG='" + d + "' is not NONE (or 0), WARN, INFO or TRACE");
+  }
   c.node_id = text("STRATA_NODE_ID");
   c.topo_file = text("STRATA_TOPO_FILE");
   c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128, 0, 1 << 20));

@@ -351,6 +351,13 @@ def test_bad_buffers_raise_before_communicating(world):
             world.all_reduce([1.0, 2.0])
         with pytest.raises(ValueError, match="unknown reduction"):
             world.all_reduce(good, op="median")
+        # The enum's values are the C ABI's (strata.h) and NCCL's.
+        c_values = dict(sum=0, prod=1, max=2, min=3, avg=4, band=5, bor=6, bxor=7)
+        assert {op.name: op.value for op in strata.ReduceOp} == c_values
+        # Numbers are refused, not read as some enum's values (2 was min here, max in C).
+        for bad in (2, True, 99, 1.0):
+            with pytest.raises(TypeError, match="op must be a strata.ReduceOp or its name"):
+                world.all_reduce(good, op=bad)
         with pytest.raises(ValueError, match="output is required on the root"):
             world.gather(good, None, root=0)
     # A read-only input is fine where it is only read.
