@@ -25,7 +25,11 @@ class Work {
   /// timeout passed (ErrorCode::timeout; the operation itself keeps running until its own deadline,
   /// STRATA_TIMEOUT).
   void wait(std::chrono::milliseconds timeout) const;
-  /// Waits with the communicator's default deadline (STRATA_TIMEOUT, 300 s unless set).
+  /// Waits as long as the communicator makes progress: it fails (ErrorCode::timeout) only when
+  /// no operation of the communicator has completed for its deadline (STRATA_TIMEOUT, 300 s
+  /// unless set) plus a grace of up to 5 s, so a wait behind a deep queue of healthy operations
+  /// never times out. Such a failure aborts the communicator: nothing queued runs afterwards,
+  /// so the caller may free its buffers once this throws.
   void wait() const;
   /// True when complete; throws strata::Error if the operation failed. Never blocks for long.
   bool test() const;

@@ -179,6 +179,7 @@ std::unique_lock<std::mutex> OpQueue::try_claim() {
 void OpQueue::record_completed(const ErrorContext& where, DataType dtype, size_t count,
                                Clock::time_point at) {
   recorder_.completed(where, dtype, count, at);
+  finished_.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::shared_ptr<detail::WorkState> OpQueue::finish_later(Op op, Clock::time_point started) {
@@ -214,6 +215,7 @@ void OpQueue::finish_locked(Op& op, std::exception_ptr e) {
   recorder_.ended(op.record, what, now);
   if (op.request.is_recv) op.work->source = op.request.peer;  // known once matched
   op.work->complete(e, now);
+  finished_.fetch_add(1, std::memory_order_relaxed);
   if (report) {
     recorder_.report(std::string(report) + " in " + op.where.op + " seq " +
                      std::to_string(op.where.seq));

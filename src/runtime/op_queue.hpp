@@ -76,6 +76,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// counted from `started`; whoever drives next finishes it. Returns its work state.
   std::shared_ptr<detail::WorkState> finish_later(Op op, Clock::time_point started);
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Operations finished so far (done or failed, queued or immediate): Work::wait() reads
+  /// whether the group progresses.
+  uint64_t finished() const { return finished_.load(std::memory_order_relaxed); }
   const FlightRecorder& recorder() const { return recorder_; }
   /// Fails every queued and pending operation (ErrorCode::aborted), tells the peers, stops the
   /// progress thread; every later operation fails at once. Returns within about 100 ms even with
@@ -114,6 +117,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   bool reported_peer_failure_ = false;  // the flight record went out once; guarded by exec_mu_
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};  // abort() ran (or is running)
+  std::atomic<uint64_t> finished_{0};
   std::atomic<int64_t> kick_due_{0};  // when the armed timer fires (steady ns); 0: not armed
   std::atomic<int> sleepers_{0};      // threads in sleep_locked(); submit wakes them
   std::atomic<int> blocked_{0};       // callers inside drive()

@@ -1,9 +1,13 @@
 #include "strata/work.hpp"
 
+#include <algorithm>
+
 #include "runtime/op_queue.hpp"
 #include "runtime/work_state.hpp"
 
 namespace strata {
+
+using namespace std::chrono_literals;
 
 void Work::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return;
@@ -21,7 +25,24 @@ void Work::wait(std::chrono::milliseconds timeout) const {
 }
 
 void Work::wait() const {
-  if (state_) wait(state_->default_timeout + std::chrono::seconds(5));
+  if (!state_) return;
+  // The grace lets an operation's own deadline, which names its peer, fire first.
+  const auto window =
+      state_->default_timeout + std::min<std::chrono::milliseconds>(state_->default_timeout, 5s);
+  for (;;) {
+    auto queue = state_->queue.lock();
+    if (!queue) return wait(window);  // the group is gone: the operation has ended
+    const uint64_t before = queue->finished();
+    const auto until = Clock::now() + window;
+    queue->drive(*state_, until);
+    if (!state_->finished()) state_->sleep_until(until);
+    if (state_->finished()) return wait(std::chrono::milliseconds(0));  // its result
+    if (queue->finished() != before) continue;  // operations ahead of it are completing
+    queue->abort();
+    throw Error(ErrorCode::timeout, {.op = "Work::wait"},
+                "no operation of the communicator completed in " + std::to_string(window.count()) +
+                    " ms while this one was pending; the communicator is aborted");
+  }
 }
 
 bool Work::test() const {

@@ -1,6 +1,8 @@
 // Bad arguments are rejected before any byte moves, with an error naming rank, group, operation,
 // sequence number and peer; waits end at their deadline with an error naming the peer.
+#include <algorithm>
 #include <numeric>
+#include <thread>
 
 #include "mp.hpp"
 
@@ -220,5 +222,38 @@ TEST(Deadlines, WorkWaitWithShortTimeoutThenCompletes) {
       w.send(buffer(s), 0, 5).wait();
     }
   }
+  w.barrier().wait();
+}
+
+// A wait counts its deadline from the group's last progress, not from the call: rank 0 queues
+// 130 all-reduces and waits on the last while the other ranks join them one every 50 ms, so its
+// queue progresses steadily for 6.5 s, past what a wait used to allow (the deadline plus 5 s,
+// after which it failed with every operation progressing, and strata-perf then freed its
+// buffers under the queue). CTest runs it alone (mp_deep_queue_np2).
+TEST(DeepQueue, AWaitBehindAHealthyQueueWaitsForIt) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  CommOptions o;
+  o.name = "deep";
+  o.timeout = std::chrono::milliseconds(300);  // each operation's; a wait's 0.6 s of no progress
+  Communicator g = w.split(0, w.rank(), o);
+  constexpr int kOps = 130;
+  std::vector<float> v(1 << 12, float(g.rank() + 1));
+  const auto t0 = Clock::now();
+  if (g.rank() == 0) {
+    std::vector<Work> queued;
+    for (int i = 0; i < kOps; ++i) queued.push_back(g.all_reduce(buffer(v), ReduceOp::max));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the progress thread drives
+    queued.back().wait();
+    for (const Work& q : queued) EXPECT_TRUE(q.test());
+    // The case under test: the queue outlasted what the old wait allowed (0.3 s + 5 s).
+    EXPECT_GT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.6);
+  } else {
+    for (int i = 0; i < kOps; ++i) {
+      g.all_reduce(buffer(v), ReduceOp::max).wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], float(g.size())) << "element " << i;
   w.barrier().wait();
 }
