@@ -92,6 +92,14 @@ class Communicator {
   /// Completes when every rank has entered it.
   Work barrier();
 
+  /// Collectives are issued by one thread per communicator, the one that created it, so that
+  /// every rank issues them in one order (two threads would give the ranks different orders,
+  /// and the peers would combine one call's data with another's). Another thread's collective
+  /// is refused (ErrorCode::invalid_argument, naming both threads); sends, receives, waits and
+  /// abort() may come from any thread. This hands the issuing to the calling thread: call it on
+  /// every rank at the same point of the sequence, with nothing being issued meanwhile.
+  void issue_from_this_thread();
+
   /// Ends this group at once, like ncclCommAbort: every queued or running operation fails with
   /// ErrorCode::aborted (a running one within about 100 ms), the other ranks' operations on the
   /// group fail naming this rank, the progress thread stops, and every later call fails. Any

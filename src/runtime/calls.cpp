@@ -3,15 +3,46 @@
 // whose algorithm has a fast path (algo::Now) may complete inside the caller instead.
 #include "runtime/calls.hpp"
 
+#include <unistd.h>
+
 #include <vector>
 
 #include "bootstrap/await_rank.hpp"
 #include "runtime/communicator_impl.hpp"
 
 namespace strata::runtime {
+namespace {
+
+// A communicator's collectives are issued by one thread, the one that created it (or took it
+// over: Communicator::issue_from_this_thread), so that every rank issues them in one order
+// (README, "Threads"). Two threads issuing on one communicator give the ranks different orders,
+// and the peers would combine one call's data with another's, silently; no check of a single
+// rank can see that, so another thread's call is refused before it takes a sequence number.
+int this_thread_id() {
+  static thread_local const int tid = int(::gettid());
+  return tid;
+}
+
+void check_issuer(Group& g, std::string_view op) {
+  const int issuer = g.issuer.load(std::memory_order_relaxed);
+  if (issuer == 0 || issuer == this_thread_id()) return;
+  throw Error(ErrorCode::invalid_argument, g.context(op.data()),
+              "thread " + std::to_string(this_thread_id()) + " issued " + std::string(op) +
+                  " on a communicator whose collectives thread " + std::to_string(issuer) +
+                  " issues: one thread issues a communicator's collectives, so that every rank "
+                  "issues them in one order (hand it over with issue_from_this_thread() on every "
+                  "rank, or give each thread its own communicator)");
+}
+
+}  // namespace
+
+void issue_from_this_thread(Group& g) {
+  if (g.issuer.load(std::memory_order_relaxed) != 0) g.issuer.store(this_thread_id());
+}
 
 Work call(Group& g, algo::Collective coll, const algo::Args& a) {
   const algo::Shape& shape = algo::shape(coll);
+  check_issuer(g, shape.name);
   const size_t n = size_t(g.size);
   // What the choice and the op queue go by (how soon to start a call nobody waits for yet).
   const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * n : a.bytes();
@@ -52,9 +83,10 @@ Work call(Group& g, algo::Collective coll, const algo::Args& a) {
 }
 
 std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,
-                                    const CommOptions& options) {
+                                    const CommOptions& options, bool any_thread) {
   try {
     auto g = std::make_shared<Group>(store, rank, size, options);
+    if (!any_thread) g->issuer.store(this_thread_id(), std::memory_order_relaxed);
     // Every rank has read every address once this returns, so rank 0 may retire the store, and
     // the endpoints are wired up before the first timed operation.
     call(*g, algo::Collective::barrier, {}).wait();

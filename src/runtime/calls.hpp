@@ -19,7 +19,11 @@ using Group = Communicator::Impl;
 Work call(Group& g, algo::Collective coll, const algo::Args& a);
 /// A group's state: what Communicator::create makes once its arguments are checked. Collective:
 /// every rank meets in a barrier before it returns; a rank that fails reports why in `store`.
+/// Its collectives are then issued by the calling thread only, unless `any_thread` (a group's
+/// node and rail groups, which only its own collectives use).
 std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,
-                                    const CommOptions& options);
+                                    const CommOptions& options, bool any_thread = false);
+/// Communicator::issue_from_this_thread().
+void issue_from_this_thread(Group& g);
 
 }  // namespace strata::runtime

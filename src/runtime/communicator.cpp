@@ -278,6 +278,8 @@ Work Communicator::barrier() {
   return runtime::call(checked(impl_), algo::Collective::barrier, {});
 }
 
+void Communicator::issue_from_this_thread() { runtime::issue_from_this_thread(checked(impl_)); }
+
 Communicator Communicator::split(int color, int key, const CommOptions& options) {
   auto& c = checked(impl_);
   const uint64_t id = c.next_split();

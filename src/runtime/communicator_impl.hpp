@@ -57,6 +57,10 @@ class Communicator::Impl {
   const int size;
   const std::string name;
   const std::shared_ptr<Store> store;
+  /// The thread that issues this group's collectives (its tid; 0: any thread, the node and
+  /// rail groups, whose legs run on whichever thread executes their group's collective):
+  /// another thread's are refused (runtime/calls.cpp, README "Threads").
+  std::atomic<int> issuer{0};
 
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.

@@ -43,12 +43,12 @@ SubGroups::SubGroups(const algo::TwoLevel& me, const std::shared_ptr<Store>& sto
   opts.timeout = timeout;
   opts.name = name + "/local" + std::to_string(me.node);
   local = create_group(std::make_shared<PrefixStore>(store, "hier/local" + std::to_string(me.node)),
-                       me.local_rank, me.local_size, opts);
+                       me.local_rank, me.local_size, opts, /*any_thread=*/true);
   opts.name = name + "/rail" + std::to_string(me.local_rank);
   try {
     rail = create_group(
         std::make_shared<PrefixStore>(store, "hier/rail" + std::to_string(me.local_rank)),
-        rail_rank, rail_size, opts);
+        rail_rank, rail_size, opts, /*any_thread=*/true);
   } catch (const Error&) {
     local->abort();  // my node's ranks may already wait on me in it
     throw;
