@@ -86,8 +86,8 @@ std::string described(const Expect& e) {
 }
 
 // "collective mismatch: this rank is in X, rank 3 in Y".
-std::string mismatch(const Expect& mine, int rank, const Expect& theirs, const char* note = "") {
-  return "collective mismatch: this rank is in " + described(mine) + note + ", rank " +
+std::string mismatch(const Expect& mine, int rank, const Expect& theirs) {
+  return "collective mismatch: this rank is in " + described(mine) + ", rank " +
          std::to_string(rank) + " in " + described(theirs);
 }
 
@@ -200,10 +200,10 @@ void wait_counter(Segment& s, int rank, Field f, uint64_t value, Clock::time_poi
               for (const auto& line : s.header(j).lines) {
                 if (line.seq.load(std::memory_order_acquire) > s.next_line) {
                   const Expect theirs = line_expect(line.what.load());
-                  if (mine) return mismatch(*mine, j, theirs) + " (one cache line)";
-                  return "collective mismatch: this rank is in a collective staged in chunks, "
-                         "rank " +
-                         std::to_string(j) + " in " + described(theirs) + " (one cache line)";
+                  if (mine) return mismatch(*mine, j, theirs);
+                  return "collective mismatch: this rank is in a collective of more than " +
+                         std::to_string(kLineBytes) + " bytes, rank " + std::to_string(j) + " in " +
+                         described(theirs);
                 }
               }
               return std::nullopt;
@@ -235,7 +235,7 @@ const uint8_t* wait_line(Segment& s, int rank, uint64_t number, const Expect& e,
                 return std::nullopt;
               }
               const auto& st = s.header(j).stamps[s.next_chunk % uint64_t(s.depth())];
-              return mismatch(e, j, stamp_expect(st), " (one cache line)") + ", staged";
+              return mismatch(e, j, stamp_expect(st));
             });
   const uint32_t what = line.what.load(std::memory_order_relaxed);
   if (what != line_what(e)) give_up(s, rank, where, mismatch(e, rank, line_expect(what)));

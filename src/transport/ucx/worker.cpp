@@ -310,7 +310,7 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
     }
   }
   if (s == UCS_ERR_MESSAGE_TRUNCATED) {
-    throw Error(ErrorCode::peer_failure, w,
+    throw Error(ErrorCode::invalid_argument, w,
                 "size mismatch: peer sent more than the " + std::to_string(r.bytes) +
                     " bytes expected (do the ranks pass the same counts and dtypes?)");
   }
@@ -319,7 +319,7 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
                 std::string(r.is_recv ? "receive" : "send") + " failed: " + status_text(s));
   }
   if (r.is_recv && got != r.bytes) {
-    throw Error(ErrorCode::peer_failure, w,
+    throw Error(ErrorCode::invalid_argument, w,
                 "size mismatch: expected " + std::to_string(r.bytes) + " bytes, peer sent " +
                     std::to_string(got) + " (do the ranks pass the same counts and dtypes?)");
   }
