@@ -3,8 +3,11 @@
 #include "bootstrap/job_env.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "strata/error.hpp"
 
@@ -99,4 +102,42 @@ TEST(JobEnv, SrunWithoutANodeListSaysWhatIsMissing) {
   } catch (const strata::Error& e) {
     EXPECT_NE(std::string(e.what()).find("SLURM_STEP_NODELIST"), std::string::npos) << e.what();
   }
+}
+
+// Torchrun and Slurm carry no secret: the derived token is keyed with a file of this user's
+// (mode 0600), so another user who reads the job's address, port, size and ids cannot compute it
+// (issue 33: such a process authenticated, read the store's keys and wrote some).
+TEST(JobEnv, DerivedTokensAreKeyedWithThisUsersSecret) {
+  char a[] = "/tmp/strata-secret-a-XXXXXX", b[] = "/tmp/strata-secret-b-XXXXXX";
+  ASSERT_TRUE(mkdtemp(a) && mkdtemp(b));
+  const char* saved = std::getenv("XDG_CACHE_HOME");
+  const std::string saved_value = saved ? saved : "";
+  Env env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1234"}});
+  setenv("XDG_CACHE_HOME", a, 1);
+  const std::string token = read_job_env().token;
+  EXPECT_EQ(read_job_env().token, token) << "the same job, the same token";
+  const std::string file = std::string(a) + "/strata/job-secret";
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  setenv("XDG_CACHE_HOME", b, 1);  // another user's secret: another token for the same job
+  EXPECT_NE(read_job_env().token, token);
+  setenv("XDG_CACHE_HOME", a, 1);
+  EXPECT_EQ(read_job_env().token, token);
+  chmod(file.c_str(), 0644);  // readable by others: refused, naming the file
+  try {
+    read_job_env();
+    ADD_FAILURE() << "a secret others can read was used";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file + " has mode 0644"), std::string::npos) << e.what();
+  }
+  setenv("STRATA_JOB_TOKEN", "given", 1);  // a given token needs no secret
+  EXPECT_EQ(read_job_env().token, "given");
+  if (saved) {
+    setenv("XDG_CACHE_HOME", saved_value.c_str(), 1);
+  } else {
+    unsetenv("XDG_CACHE_HOME");
+  }
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(b);
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "bootstrap/user_secret.hpp"
 #include "strata/error.hpp"
 
 namespace strata::bootstrap {
@@ -40,9 +41,15 @@ int integer(const char* name, int fallback, bool required) {
               std::string(name) + "='" + value + "' " + why);
 }
 
-// Torchrun sets no secret: derive one that at least separates concurrent jobs.
+// Torchrun and Slurm carry no secret: the token is derived from what names the job (every
+// rank sees the same) keyed with this user's secret file (user_secret.hpp), so that another
+// user, who can read the job's address, port, size and ids, cannot compute it; 128 bits.
 std::string derived_token(const std::string& basis) {
-  return "derived-" + std::to_string(std::hash<std::string>{}(basis));
+  const std::string secret = user_secret();
+  char h[40];
+  std::snprintf(h, sizeof h, "%016zx%016zx", std::hash<std::string>{}(secret + "|" + basis),
+                std::hash<std::string>{}(basis + "|" + secret));
+  return std::string("derived-") + h;
 }
 
 void read_slurm(JobEnv& e) {
