@@ -117,6 +117,11 @@ strataResult_t strataCommDestroy(strataComm_t comm);
 /* Ends the group at once: pending and later operations fail with strataAborted here and with
  * strataRemoteError naming this rank on the others. Then frees it. */
 strataResult_t strataCommAbort(strataComm_t comm);
+/* Collectives on a communicator are issued by one thread, the one that created it, so that every
+ * rank issues them in one order; another thread's fail with strataInvalidArgument naming both
+ * threads. This hands the issuing to the calling thread: call it on every rank at the same point,
+ * with nothing being issued meanwhile. Sends, receives and waits may come from any thread. */
+strataResult_t strataCommIssueFromThisThread(strataComm_t comm);
 strataResult_t strataCommCount(const strataComm_t comm, int* count);
 strataResult_t strataCommUserRank(const strataComm_t comm, int* rank);
 

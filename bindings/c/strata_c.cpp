@@ -145,6 +145,10 @@ strataResult_t strataCommAbort(strataComm_t comm) {
   });
 }
 
+strataResult_t strataCommIssueFromThisThread(strataComm_t comm) {
+  return guarded("strataCommIssueFromThisThread", [&] { comm_of(comm).issue_from_this_thread(); });
+}
+
 strataResult_t strataCommCount(const strataComm_t comm, int* count) {
   return guarded("strataCommCount", [&] {
     require(count != nullptr, strataInvalidArgument, "count is NULL");

@@ -191,6 +191,11 @@ void register_communicator(nb::module_& m) {
           },
           "Ends the group at once: pending and later operations fail with code 'aborted', the "
           "other ranks' with 'peer_failure' naming this rank.")
+      .def("issue_from_this_thread", &Communicator::issue_from_this_thread,
+           "Collectives are issued by one thread per communicator, the one that created it (so "
+           "that every rank issues them in one order); another thread's are refused with code "
+           "'invalid_argument'. Hands the issuing to the calling thread: call it on every rank at "
+           "the same point, with nothing being issued meanwhile.")
       .def("flight_record", &Communicator::flight_record,
            "The last operations of this communicator as a table (for debugging hangs).")
       .def("job_topology", &gather_job_topology,

@@ -47,17 +47,11 @@ struct Shape {
   std::string_view name;  ///< as errors, STRATA_ALGO and the choice log spell it
   bool reduces = false;   ///< takes Args::op
   bool rooted = false;    ///< takes Args::root
-  /// The flight recorder and STRATA_CHECK show the output (else the input), of Args::count
-  /// elements times the group's size when `shows_all_blocks`.
-  bool shows_output = false;
-  bool shows_all_blocks = false;
   /// The choice sees Args::bytes() times the group's size (the data one rank holds in all).
   bool chooses_by_all_blocks = false;
   /// all_to_all: the runtime lays out equal counts and displacements; all_to_allv: it keeps a
   /// copy of the caller's, which the queued call reads.
   bool equal_blocks = false, given_blocks = false;
-  /// Runs when Args::count is 0 (barrier; all_to_allv, whose rank may only receive).
-  bool runs_empty = false;
 };
 const Shape& shape(Collective c);
 inline std::string_view collective_name(Collective c) { return shape(c).name; }

@@ -15,21 +15,15 @@ namespace {
 // Every kind's shape and table, in Collective's order.
 constexpr Shape kShapes[] = {
     {.name = "all_reduce", .reduces = true},
-    {.name = "reduce_scatter",
-     .reduces = true,
-     .shows_all_blocks = true,
-     .chooses_by_all_blocks = true},
+    {.name = "reduce_scatter", .reduces = true, .chooses_by_all_blocks = true},
     {.name = "all_gather", .chooses_by_all_blocks = true},
-    {.name = "all_to_all",
-     .shows_all_blocks = true,
-     .chooses_by_all_blocks = true,
-     .equal_blocks = true},
-    {.name = "all_to_allv", .given_blocks = true, .runs_empty = true},
-    {.name = "broadcast", .rooted = true, .shows_output = true},
+    {.name = "all_to_all", .chooses_by_all_blocks = true, .equal_blocks = true},
+    {.name = "all_to_allv", .given_blocks = true},
+    {.name = "broadcast", .rooted = true},
     {.name = "reduce", .reduces = true, .rooted = true},
     {.name = "gather", .rooted = true, .chooses_by_all_blocks = true},
-    {.name = "scatter", .rooted = true, .shows_output = true, .chooses_by_all_blocks = true},
-    {.name = "barrier", .runs_empty = true},
+    {.name = "scatter", .rooted = true, .chooses_by_all_blocks = true},
+    {.name = "barrier"},
 };
 using Table = std::span<const Algorithm> (*)();
 constexpr Table kTables[] = {

@@ -50,9 +50,11 @@ Work call(Group& g, algo::Collective coll, const algo::Args& a) {
   if (algo.now && a.count > 0) {
     if (auto done = g.try_now(algo, coll, a)) return *done;
   }
-  // What the flight recorder and STRATA_CHECK show: one rank's buffer.
-  const Buffer data{const_cast<void*>(shape.shows_output ? a.out : a.in),
-                    shape.shows_all_blocks ? a.count * n : a.count, a.dtype};
+  // What the flight recorder, STRATA_CHECK and mismatch messages show: the call's count (per
+  // rank, as NCCL counts: reduce_scatter's output, all_to_all's block). A call of 0 elements
+  // runs too, so that a peer in a non-empty call finds the mismatch (docs/architecture.md,
+  // "Mismatches").
+  const Buffer data{const_cast<void*>(a.in), a.count, a.dtype};
   // all_to_all(v)'s counts and displacements, owned by the queued call: send counts, send
   // displacements, receive counts, receive displacements, n each.
   std::vector<size_t> blocks;
@@ -66,11 +68,9 @@ Work call(Group& g, algo::Collective coll, const algo::Args& a) {
     for (const size_t* given : {a.send_counts, a.send_displs, a.recv_counts, a.recv_displs})
       blocks.insert(blocks.end(), given, given + n);
   }
-  const bool runs = a.count > 0 || shape.runs_empty;
   return g.collective(algo::collective_name(coll).data(), shape.rooted ? a.root : -1, data,
                       shape.reduces ? int(a.op) : -1, bytes,
-                      [&algo, a, blocks = std::move(blocks), n, runs](algo::Exec& e) {
-                        if (!runs) return;
+                      [&algo, a, blocks = std::move(blocks), n](algo::Exec& e) {
                         algo::Args args = a;
                         if (!blocks.empty()) {
                           args.send_counts = blocks.data();

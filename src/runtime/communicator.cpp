@@ -2,6 +2,7 @@
 #include "strata/communicator.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -42,10 +43,15 @@ Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
 
 Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                   const CommOptions& options) {
-  if (!store || size < 1 || rank < 0 || rank >= size) {
-    throw Error(ErrorCode::invalid_argument, {.rank = rank, .group = options.name, .op = "create"},
-                "need a store and 0 <= rank < size (got rank " + std::to_string(rank) + ", size " +
-                    std::to_string(size) + ")");
+  std::string problem;
+  if (!store) problem = "no store given";
+  if (size < 1) problem = "a group of " + std::to_string(size) + " ranks: it needs at least 1";
+  if (size >= 1 && (rank < 0 || rank >= size)) {
+    problem = "rank " + std::to_string(rank) + " is not a rank of a group of " +
+              std::to_string(size) + " (0 to " + std::to_string(size - 1) + ")";
+  }
+  if (!problem.empty()) {
+    throw Error(ErrorCode::invalid_argument, {.group = options.name, .op = "create"}, problem);
   }
   return Communicator(runtime::create_group(store, rank, size, options));
 }
@@ -114,16 +120,20 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
   if (sc.size() != n || sd.size() != n || rc.size() != n || rd.size() != n) {
     check.fail("counts and displacements need one entry per rank (" + std::to_string(n) + ")");
   }
+  // "3 elements from element 1", and a hint when a negative number reached a size_t.
+  auto block = [](size_t count, size_t first) {
+    const bool wrapped = count > SIZE_MAX / 2 || first > SIZE_MAX / 2;
+    return std::to_string(count) + " elements from element " + std::to_string(first) +
+           (wrapped ? " (a negative number, read as unsigned?)" : "");
+  };
   for (size_t i = 0; i < n; ++i) {
     if (sd[i] > in.count || sc[i] > in.count - sd[i]) {
-      check.fail("send block for rank " + std::to_string(i) + " [" + std::to_string(sd[i]) + ", +" +
-                 std::to_string(sc[i]) + ") exceeds the input's " + std::to_string(in.count) +
-                 " elements");
+      check.fail("send block for rank " + std::to_string(i) + " (" + block(sc[i], sd[i]) +
+                 ") does not fit the input's " + std::to_string(in.count) + " elements");
     }
     if (rd[i] > out.count || rc[i] > out.count - rd[i]) {
-      check.fail("receive block for rank " + std::to_string(i) + " [" + std::to_string(rd[i]) +
-                 ", +" + std::to_string(rc[i]) + ") exceeds the output's " +
-                 std::to_string(out.count) + " elements");
+      check.fail("receive block for rank " + std::to_string(i) + " (" + block(rc[i], rd[i]) +
+                 ") does not fit the output's " + std::to_string(out.count) + " elements");
     }
   }
   if (sc[c.rank] != rc[c.rank]) {

@@ -71,11 +71,11 @@ const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t byt
   return *choice.algo;
 }
 
-void Communicator::Impl::abort() {
+void Communicator::Impl::abort(const std::string& why) {
   // The group first, so that a hierarchical collective whose legs end below reports this abort.
-  health_->abort();
+  health_->abort(why);
   if (levels_) levels_->abort();
-  queue_->abort();
+  queue_->abort(why);
 }
 
 ErrorContext Communicator::Impl::context(const char* op, int peer) {

@@ -48,8 +48,9 @@ class Communicator::Impl {
   std::optional<Work> try_now(const algo::Algorithm& algo, algo::Collective c, const algo::Args& a);
   /// Queues a point-to-point send or receive.
   Work point_to_point(bool is_send, Buffer buf, int peer, uint32_t tag);
-  /// Communicator::abort(): this group and its node and rail groups.
-  void abort();
+  /// Communicator::abort(): this group and its node and rail groups; `why`, when given, goes
+  /// to the peers with the abort.
+  void abort(const std::string& why = {});
   /// Next split's sequence number (every rank calls split in the same order).
   uint64_t next_split() { return split_seq_++; }
 

@@ -1,6 +1,7 @@
 #include "runtime/fingerprint.hpp"
 
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "transport/tags.hpp"
@@ -33,12 +34,17 @@ Fingerprint of(const Op& op) {
 }
 
 std::string describe(const Fingerprint& f) {
-  std::string s = std::string(f.op) + "(";
-  s += f.count ? std::string(dtype_name(DataType(f.dtype))) + " x " + std::to_string(f.count)
-               : "no data";
-  if (f.reduce >= 0) s += ", " + std::string(op_name(ReduceOp(f.reduce)));
-  if (f.root >= 0) s += ", root " + std::to_string(f.root);
-  return s + ", seq " + std::to_string(f.seq) + ")";
+  const std::string_view op = f.op;
+  std::string s;
+  if (op != "barrier") {  // no data
+    s += dtype_name(DataType(f.dtype));
+    // all_to_allv's count is its rank's own, different by design: not part of the call.
+    if (op != "all_to_allv") s += " x " + std::to_string(f.count);
+    s += ", ";
+  }
+  if (f.reduce >= 0) s += std::string(op_name(ReduceOp(f.reduce))) + ", ";
+  if (f.root >= 0) s += "root " + std::to_string(f.root) + ", ";
+  return std::string(op) + "(" + s + "seq " + std::to_string(f.seq) + ")";
 }
 
 }  // namespace

@@ -71,8 +71,8 @@ void OpQueue::stop_thread() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-void OpQueue::abort() {
-  health_->abort();
+void OpQueue::abort(const std::string& why) {
+  health_->abort(why);
   if (aborted_.exchange(true)) return;  // one abort does the work (two would join one thread)
   transport_->wake();
   // A running collective sees the abort at its next wake-up (<= 100 ms) and lets go.
@@ -81,9 +81,11 @@ void OpQueue::abort() {
     STRATA_LOG(WARN, "COLL") << "abort: the running operation did not let go within 5 s";
     return;
   }
+  // What made the caller abort, if anything: `why`, or the failure that broke the group.
+  const std::string after = why.empty() ? broken_ : why;
   broken_ = "aborted";
   fail_all_locked([&](const ErrorContext& w) { return health_->failure(w); });
-  health_->announce_abort();
+  health_->announce_abort(after);
   if (!reported_peer_failure_) recorder_.report("abort");  // nothing was pending
   reported_peer_failure_ = true;
   ex.unlock();
@@ -249,7 +251,9 @@ void OpQueue::run_locked(Op& op) {
       p2p_pending_.push_back(std::move(op));
     }
   } catch (const Error& raw) {
-    const Error e = health_->explain(raw);  // a transport error towards a dead peer says so
+    // A transport error is often the echo of another rank's failure: name the cause when news
+    // of it comes within kNewsGrace (a dead process of this machine shows after kExitGrace).
+    const Error e = health_->attribute(raw, std::min(op.deadline, Clock::now() + kNewsGrace));
     if (op.is_collective) broken_ = e.what();
     STRATA_LOG(WARN, "COLL") << e.what();
     finish_locked(op, std::make_exception_ptr(e));

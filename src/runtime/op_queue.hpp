@@ -84,7 +84,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// progress thread; every later operation fails at once. Returns within about 100 ms even with
   /// a collective running (its waits see the abort at their next wake-up). Idempotent, any
   /// thread.
-  void abort();
+  void abort(const std::string& why = {});
 
  private:
   // All of the following need exec_mu_.
@@ -106,6 +106,8 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   Clock::time_point next_health_check_{};  // of pending p2p operations; guarded by exec_mu_
   // Idle, the progress thread wakes this often to look back (CallCheck::look_back).
   static constexpr auto kLookBackInterval = std::chrono::milliseconds(250);
+  /// How long a failed operation waits for news of the failure's cause (PeerHealth::attribute).
+  static constexpr auto kNewsGrace = std::chrono::milliseconds(500);
   Clock::time_point next_look_back_{};  // guarded by exec_mu_
   std::chrono::milliseconds timeout_;
   FlightRecorder recorder_;

@@ -6,6 +6,10 @@
 //
 // Per chunk of K bytes, n ranks: all_reduce stages K, reduces K/n from n slots, copies (n-1)K/n
 // back; every rank ends with the same bits because sub-block j is reduced only by rank j.
+//
+// A call of 0 bytes still stages one (empty) chunk and meets its peers: its stamp is how a peer
+// in a non-empty call finds the mismatch, where returning at once would leave that peer to take
+// this rank's next call's data.
 #pragma once
 
 #include "shm/segment.hpp"

@@ -18,7 +18,8 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   auto put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_gather, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_gather, bytes, c.call};
-  for (size_t off = 0; off < bytes; off += per_chunk) {
+  size_t off = 0;
+  do {  // at least one chunk, even of 0 bytes (collectives.hpp)
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_buffer_free(c.seg, seq, c.deadline, c.where);
@@ -31,7 +32,7 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
       put(dst + j * bytes + off, s.buffer(j, seq), k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
-  }
+  } while ((off += per_chunk) < bytes);
   stage.done();
 }
 
@@ -57,7 +58,8 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   auto put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
   StagingCopy stage(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
   const Expect e{Kind::all_to_all, bytes, c.call};
-  for (size_t off = 0; off < bytes;) {
+  size_t off = 0;
+  do {  // at least one round, even of 0 bytes (collectives.hpp)
     const uint64_t first = s.next_chunk;
     const uint64_t span = std::min(wide, depth - first % depth);
     const uint64_t last = first + span - 1;
@@ -78,7 +80,7 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
     }
     publish(s, &SlotHeader::consumed, last + 1);
     off += k;
-  }
+  } while (off < bytes);
   stage.done();
 }
 
@@ -92,7 +94,8 @@ void broadcast(Context c, void* buf, size_t bytes, int root) {
   const size_t per_chunk = s.chunk_bytes();
   auto* data = static_cast<uint8_t*>(buf);
   const Expect e{Kind::broadcast, bytes, c.call};
-  for (size_t off = 0; off < bytes; off += per_chunk) {
+  size_t off = 0;
+  do {  // at least one chunk, even of 0 bytes (collectives.hpp)
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     const bool first = off == 0;
@@ -104,7 +107,7 @@ void broadcast(Context c, void* buf, size_t bytes, int root) {
     }
     if (r != root) kernels::copy(data + off, s.buffer(root, seq), k);
     publish(s, &SlotHeader::consumed, seq + 1);
-  }
+  } while ((off += per_chunk) < bytes);
 }
 
 }  // namespace strata::shm

@@ -20,7 +20,8 @@ void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType
   auto put =
       stream_results(s, n * count * es, count * es) ? kernels::copy_streaming : kernels::copy;
   const Expect e{Kind::reduce_scatter, count * es, call_word(dt, int(op), -1)};
-  for (size_t off = 0; off < count; off += per_chunk) {
+  size_t off = 0;
+  do {  // at least one chunk, even of 0 bytes (collectives.hpp)
     const size_t k = std::min(per_chunk, count - off);
     const uint64_t seq = s.next_chunk++;
     wait_buffer_free(s, seq, c.deadline, c.where);
@@ -39,7 +40,7 @@ void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType
     if (op == ReduceOp::avg) kernels::divide_by(res, k, dt, n);
     publish(s, &SlotHeader::consumed, seq + 1);
     put(dst + off * es, res, k * es);
-  }
+  } while ((off += per_chunk) < count);
 }
 
 }  // namespace strata::shm

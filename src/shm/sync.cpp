@@ -282,11 +282,15 @@ void wait_written(Segment& s, int rank, uint64_t chunk, const Expect& e, Clock::
   wait_counter(s, rank, &SlotHeader::written, chunk + 1, deadline, where, &e);
   const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
   const Expect theirs = stamp_expect(st);
-  if (theirs.bytes == e.bytes && theirs.kind == e.kind && theirs.call == e.call &&
-      st.chunk.load(std::memory_order_relaxed) == chunk) {
-    return;
-  }
-  give_up(s, rank, where, mismatch(e, rank, theirs));
+  const bool stamped = st.chunk.load(std::memory_order_relaxed) == chunk;
+  if (stamped && theirs.bytes == e.bytes && theirs.kind == e.kind && theirs.call == e.call) return;
+  // Unstamped: the peer's all-to-all round is wider (a call of another size), and only its
+  // last chunk carries the stamp: name the call from the latest it published.
+  const uint64_t latest = s.header(rank).written.value.load(std::memory_order_acquire) - 1;
+  give_up(s, rank, where,
+          mismatch(e, rank,
+                   stamped ? theirs
+                           : stamp_expect(s.header(rank).stamps[latest % uint64_t(s.depth())])));
 }
 
 uint32_t call_word(DataType dt, int reduce, int root) {

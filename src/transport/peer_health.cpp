@@ -1,6 +1,7 @@
 #include "transport/peer_health.hpp"
 
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "base/log.hpp"
@@ -16,6 +17,16 @@ constexpr auto kProbeInterval = std::chrono::milliseconds(50);
 // with it before its exit counts as a death. Without it, a clean exit failed a slower peer's
 // last collective (seen in CI: gpt_validate_np8, slurm_np4 on 2 oversubscribed cores).
 constexpr auto kExitGrace = std::chrono::milliseconds(150);
+
+// An abort notice carries what made the culprit abort, so that a rank that saw nothing of it
+// (it was elsewhere, or done) can say why ("rank 1 aborted the communicator after: ...").
+Notice abort_notice(int culprit, int reporter, const std::string& after) {
+  Notice n{Notice::aborted, int32_t(culprit), int32_t(reporter)};
+  const std::string_view prefix = "strata: ";
+  const size_t from = after.starts_with(prefix) ? prefix.size() : 0;
+  after.copy(n.reason, sizeof n.reason - 1, from);
+  return n;
+}
 
 }  // namespace
 
@@ -86,7 +97,8 @@ bool PeerHealth::take_notice() {
                                       : "collective mismatch, found by rank " +
                                             std::to_string(n->reporter) + ": it is in ";
         const bool sizes = compatible(n->calls[0], n->calls[1]);  // its message's size differed
-        fail(ErrorCode::invalid_argument, n->culprit,
+        // The peer to name is the other party: the finder, when this rank is the culprit.
+        fail(ErrorCode::invalid_argument, n->culprit == rank_ ? n->reporter : n->culprit,
              found + describe_call(n->calls[0]) + ", " + who + " in " + describe_call(n->calls[1]) +
                  (sizes ? " with another count" : ""));
       } else if (n->kind == transport::Notice::refused) {
@@ -96,7 +108,9 @@ bool PeerHealth::take_notice() {
                  (reason.empty() ? "see its error" : reason) +
                  "), so the others cannot complete it");
       } else if (n->kind == transport::Notice::aborted) {
-        fail(ErrorCode::aborted, n->culprit, who + " aborted the communicator");
+        const std::string reason(n->reason, strnlen(n->reason, sizeof n->reason));
+        fail(ErrorCode::aborted, n->culprit,
+             who + " aborted the communicator" + (reason.empty() ? "" : " after: " + reason));
       } else if (n->kind == transport::Notice::died) {
         fail(ErrorCode::peer_failure, n->culprit, who + " died " + by);
       } else if (n->reporter != rank_) {
@@ -138,6 +152,12 @@ Error PeerHealth::explain(const Error& e) const {
                    " on this machine has exited): " + e.what());
 }
 
+Error PeerHealth::attribute(const Error& e, Clock::time_point until) {
+  const bool echo = e.code() == ErrorCode::transport || e.code() == ErrorCode::peer_failure;
+  if (echo && await_news(until)) return failure(e.where());
+  return explain(e);
+}
+
 bool PeerHealth::process_alive(int r) const {
   const auto& p = processes_[size_t(r)];
   return !p.observable() || p.alive();
@@ -152,8 +172,9 @@ void PeerHealth::report_death(int r) {
   if (transport_) transport_->send_notice({transport::Notice::died, int32_t(r), int32_t(rank_)});
 }
 
-void PeerHealth::abort() {
-  fail(ErrorCode::aborted, rank_, "communicator aborted by rank " + std::to_string(rank_));
+void PeerHealth::abort(const std::string& why) {
+  fail(ErrorCode::aborted, rank_,
+       "communicator aborted by rank " + std::to_string(rank_) + (why.empty() ? "" : ": " + why));
 }
 
 void PeerHealth::report_failure(int culprit, const std::string& why) {
@@ -171,8 +192,7 @@ void PeerHealth::report_failure(int culprit, const std::string& why) {
 void PeerHealth::report_abort(int culprit, const std::string& why) {
   if (failed()) return;
   fail(ErrorCode::aborted, culprit, "rank " + std::to_string(culprit) + " aborted " + why);
-  if (transport_)
-    transport_->send_notice({transport::Notice::aborted, int32_t(culprit), int32_t(rank_)});
+  if (transport_) transport_->send_notice(abort_notice(culprit, rank_, why));
 }
 
 bool PeerHealth::await_news(Clock::time_point until) {
@@ -183,9 +203,8 @@ bool PeerHealth::await_news(Clock::time_point until) {
   }
 }
 
-void PeerHealth::announce_abort() {
-  if (transport_)
-    transport_->send_notice({transport::Notice::aborted, int32_t(rank_), int32_t(rank_)});
+void PeerHealth::announce_abort(const std::string& after) {
+  if (transport_) transport_->send_notice(abort_notice(rank_, rank_, after));
 }
 
 }  // namespace strata::transport

@@ -31,10 +31,12 @@ class PeerHealth final : public transport::Watchdog {
   void attach(transport::FailureChannel* transport) { transport_ = transport; }
 
   void check(const ErrorContext& where) override;
-  /// Marks the group failed by this rank's abort() (any thread); a failure already recorded stands.
-  void abort();
-  /// Tells the peers that this rank aborted (needs the transport, like check()).
-  void announce_abort();
+  /// Marks the group failed by this rank's abort() (any thread), for `why` if given; a failure
+  /// already recorded stands.
+  void abort(const std::string& why = {});
+  /// Tells the peers that this rank aborted, `after` the failure that made it (empty: none;
+  /// needs the transport, like check()).
+  void announce_abort(const std::string& after);
   /// A failure of `culprit` that one of this group's sub-groups saw (the node or rail group of a
   /// hierarchical collective): recorded, unless a failure already stands, and told to every rank,
   /// as "died" when its process is gone from this machine, else as unreachable (`why` says how it
@@ -52,6 +54,11 @@ class PeerHealth final : public transport::Watchdog {
   /// saying that this peer died (for failures while the group is being set up); a timeout,
   /// when a rank of this machine is stopped, names that rank (it may not be the peer waited on).
   Error explain(const Error& e) const;
+  /// `e` attributed from evidence: a transport error or a peer's failure is often the echo of a
+  /// failure elsewhere (a rank that died, whose death a neighbour reports, or a mismatch another
+  /// rank found), so news is awaited until `until` (a notice, or a process of this machine gone)
+  /// and, when it comes, names the cause; else explain(e). Needs the transport, like check().
+  Error attribute(const Error& e, Clock::time_point until);
   /// The failure as an Error at `where` (only when failed()).
   Error failure(const ErrorContext& where) const;
 

@@ -28,7 +28,8 @@ struct Notice {
   /// count -1 when only its message's tag was seen, its bits equal when the sizes differed);
   /// refused (the culprit refused its own arguments): its call.
   Call calls[2];
-  /// refused: the culprit's error, cut to fit (read it up to the first NUL or the end).
+  /// refused: the culprit's error; aborted: the failure that made it abort (may be empty); cut
+  /// to fit (read it up to the first NUL or the end).
   char reason[200] = {};
 };
 

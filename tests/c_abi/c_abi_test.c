@@ -1,6 +1,8 @@
 /* The C ABI through the installed strata.h and libstrata_c only, compiled as C99: every
  * collective with its values checked element by element, async work, groups, split, unique ids,
- * and the error paths. Run on 2 and 4 ranks (run.sh). Exits non-zero on the first failure. */
+ * threads, and the error paths. Run on 2 and 4 ranks (run.sh). Exits non-zero on the first
+ * failure. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strata.h>
@@ -171,6 +173,28 @@ static void errors(strataComm_t comm) {
          "error string");
 }
 
+/* Threads: a thread that did not create the communicator is refused its collectives, naming
+ * both threads; handed the issuing on every rank, it runs them. */
+static void* other_thread(void* arg) {
+  strataComm_t comm = (strataComm_t)arg;
+  float v[4] = {1, 1, 1, 1};
+  int i;
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, comm, NULL), strataInvalidArgument,
+               "one thread issues a communicator's collectives");
+  CHECK(strataCommIssueFromThisThread(comm));
+  CHECK(strataAllReduce(v, v, 4, strataFloat, strataSum, comm, NULL));
+  for (i = 0; i < 4; ++i) EXPECT(v[i] == (float)nranks, "thread's all-reduce: %g", v[i]);
+  return NULL;
+}
+
+static void threads(strataComm_t comm) {
+  pthread_t t;
+  EXPECT(pthread_create(&t, NULL, other_thread, comm) == 0, "pthread_create");
+  EXPECT(pthread_join(t, NULL) == 0, "pthread_join");
+  CHECK(strataCommIssueFromThisThread(comm)); /* back to this thread, on every rank */
+  CHECK(strataBarrier(comm, NULL));
+}
+
 int main(void) {
   strataComm_t world, half, again, none;
   strataUniqueId id;
@@ -184,6 +208,7 @@ int main(void) {
   collectives(world);
   ring(world);
   errors(world);
+  threads(world);
 
   /* split: even and odd ranks, the last rank opting out */
   CHECK(strataCommSplit(world, rank == nranks - 1 && nranks > 2 ? STRATA_SPLIT_NOCOLOR : rank % 2,

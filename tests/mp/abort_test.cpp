@@ -62,6 +62,48 @@ TEST(Abort, PeersFailNamingTheAbortingRank) {
   world.barrier().wait();
 }
 
+// A rank that aborts after a failure tells the others what it was: the last rank's all-reduce
+// times out (the others join it late), it aborts, and the others' all-reduce, or their next call
+// (the input it left may complete theirs), names it and the timeout.
+TEST(Abort, PeersLearnWhatMadeARankAbort) {
+  auto& world = mp::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 or more ranks: one aborts, the others learn why";
+  CommOptions o;
+  o.name = "why";
+  o.timeout = 300ms;
+  auto group = world.split(0, world.rank(), o);
+  const int last = group.size() - 1;
+  std::vector<float> data(4, 1.0f);
+  if (group.rank() == last) {
+    try {
+      group.all_reduce(buffer(data), ReduceOp::sum).wait();
+      ADD_FAILURE() << "the all-reduce completed alone";
+    } catch (const Error& e) {
+      EXPECT_EQ(int(e.code()), int(ErrorCode::timeout)) << e.what();
+    }
+    group.abort();
+  } else {
+    std::this_thread::sleep_for(1s);  // the last rank has timed out and aborted by now
+    try {
+      group.all_reduce(buffer(data), ReduceOp::sum).wait();
+      group.barrier().wait();
+      ADD_FAILURE() << "the all-reduce and the barrier completed";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(int(e.code()), int(ErrorCode::aborted)) << m;
+      EXPECT_EQ(e.where().peer, last) << m;
+      EXPECT_NE(m.find("rank " + std::to_string(last) +
+                       " aborted the communicator after: "
+                       "all_reduce failed on rank " +
+                       std::to_string(last) + " of group why"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("timed out"), std::string::npos) << m;
+    }
+  }
+  world.barrier().wait();
+}
+
 // Another thread aborts while this one waits in a collective that cannot complete.
 TEST(Abort, EndsARunningCollective) {
   auto& world = mp::world();

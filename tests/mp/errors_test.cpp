@@ -157,6 +157,28 @@ TEST(BadArguments, CountsThatOverflowTheirBytesAreRefused) {
   std::iota(displs.begin(), displs.end(), size_t(0));
   expect_error([&] { w.all_to_allv(buffer(v), bad, displs, buffer(v), ones, displs); },
                ErrorCode::invalid_argument, {"all_to_allv failed", "one entry per rank"});
+  // A count of -1 from C or Python reaches here as 2^64 - 1: said so, not printed as a range.
+  std::vector<size_t> wrapped = ones;
+  wrapped[0] = size_t(-1);
+  expect_error([&] { w.all_to_allv(buffer(v), wrapped, displs, buffer(v), ones, displs); },
+               ErrorCode::invalid_argument,
+               {"send block for rank 0 (18446744073709551615 elements from element 0 (a negative "
+                "number, read as unsigned?)) does not fit the input's"});
+}
+
+// Creation's own arguments: each problem named, the rank included when it is the problem.
+TEST(BadArguments, CreateNamesWhatIsWrong) {
+  auto& w = mp::world();
+  CommOptions o;
+  o.name = "bad";
+  expect_error([&] { Communicator::create(w.store(), -1, 1, o); }, ErrorCode::invalid_argument,
+               {"create failed", "group bad", "rank -1 is not a rank of a group of 1 (0 to 0)"});
+  expect_error([&] { Communicator::create(w.store(), 3, 3, o); }, ErrorCode::invalid_argument,
+               {"rank 3 is not a rank of a group of 3 (0 to 2)"});
+  expect_error([&] { Communicator::create(w.store(), 0, 0, o); }, ErrorCode::invalid_argument,
+               {"a group of 0 ranks: it needs at least 1"});
+  expect_error([&] { Communicator::create(nullptr, 0, 1, o); }, ErrorCode::invalid_argument,
+               {"no store given"});
 }
 
 TEST(BadArguments, RejectedCallsLeaveTheCommunicatorUsable) {

@@ -537,3 +537,29 @@ def test_abort(world):
         assert e.value.code in ("peer_failure", "aborted"), e.value
         assert e.value.peer == 0 and "rank 0" in str(e.value), e.value
     world.barrier().wait()
+
+
+def test_another_threads_collective_is_refused_until_handed_over(world):
+    # The world was made by the main thread: another thread's all_reduce is refused before it
+    # moves anything; handed the issuing on every rank, that thread runs them; then back.
+    sub = world.split(0, world.rank)
+    seen = {}
+
+    def other():
+        try:
+            sub.all_reduce(np.ones(4)).wait()
+        except strata.Error as e:
+            seen["error"] = e
+        sub.issue_from_this_thread()
+        v = np.ones(4)
+        sub.all_reduce(v).wait()
+        seen["sum"] = v
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    e = seen["error"]
+    assert e.code == "invalid_argument" and "one thread issues" in str(e), e
+    np.testing.assert_array_equal(seen["sum"], np.full(4, float(world.size)))
+    sub.issue_from_this_thread()
+    sub.barrier().wait()

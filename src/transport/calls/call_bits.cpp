@@ -9,8 +9,8 @@ namespace {
 constexpr std::array<std::string_view, 10> kKinds = {
     "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "all_to_allv",
     "broadcast",  "reduce",         "gather",     "scatter",    "barrier"};
-constexpr uint32_t kUnknownKind = 15, kNoReduce = 15, kAllToAllv = 4;
-static_assert(kKinds[kAllToAllv] == "all_to_allv");
+constexpr uint32_t kUnknownKind = 15, kNoReduce = 15, kAllToAllv = 4, kBarrier = 9;
+static_assert(kKinds[kAllToAllv] == "all_to_allv" && kKinds[kBarrier] == "barrier");
 
 }  // namespace
 
@@ -24,10 +24,12 @@ uint32_t call_bits(std::string_view op, DataType dt, int reduce) {
 
 std::string describe_call(uint32_t bits, int64_t count, int root) {
   const uint32_t kind = bits >> 8 & 15, dt = bits >> 4 & 15, reduce = bits & 15;
+  if (kind == kBarrier) return "barrier()";  // no data
   std::string s(kind < kKinds.size() ? kKinds[kind] : "an unknown collective");
   s += '(';
   s += dt <= uint32_t(kLastDataType) ? dtype_name(DataType(dt)) : "?";
-  if (count >= 0) s += " x " + std::to_string(count);
+  // all_to_allv's count is its rank's own, different by design: not part of the call.
+  if (count >= 0 && kind != kAllToAllv) s += " x " + std::to_string(count);
   if (reduce != kNoReduce) {
     s += ", ";
     s += reduce <= uint32_t(kLastReduceOp) ? op_name(ReduceOp(reduce)) : "?";
