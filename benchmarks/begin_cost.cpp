@@ -25,7 +25,7 @@ struct MapStore final : Store {
 
 int main() {
   MapStore store;
-  ucx::Worker w(store, 0, 1, {false}, ErrorContext{}, std::chrono::seconds(10));
+  ucx::Worker w(store, 0, 1, {false}, true, ErrorContext{}, std::chrono::seconds(10));
   const transport::Call call{transport::call_bits("all_reduce", DataType::f32, 0), -1, 2};
   const ErrorContext where{0, "world", "all_reduce", 0, -1};
   const auto deadline = Clock::now() + std::chrono::hours(1);

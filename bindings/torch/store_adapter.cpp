@@ -49,6 +49,10 @@ int64_t C10dStore::add(const std::string& key, int64_t delta) {
   return translated("store.add", key, [&] { return store_->add(key, delta); });
 }
 
+void C10dStore::erase(const std::string& key) {
+  translated("store.erase", key, [&] { store_->deleteKey(key); });
+}
+
 void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   translated("store.wait", keys.empty() ? std::string() : keys.front(),
              [&] { store_->wait(keys, timeout); });

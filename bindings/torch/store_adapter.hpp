@@ -16,6 +16,7 @@ class C10dStore final : public Store {
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  void erase(const std::string& key) override;
 
  private:
   c10::intrusive_ptr<c10d::Store> store_;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,6 +37,13 @@ class Store {
     (void)key, (void)value;
     return false;
   }
+  /// Deletes `key` if it exists. The default does nothing (a store that cannot delete keeps
+  /// them); Strata erases a group's setup records once every rank has read them.
+  virtual void erase(const std::string& key) { (void)key; }
+  /// The IP address this process reaches the store from ("" when unknown, the default): the
+  /// interface a job spanning machines sends its traffic through (docs/architecture.md, "What a
+  /// job listens on").
+  virtual std::string local_address() { return {}; }
 };
 
 /// Options of the TCP store. `token` authenticates every connection: connections that do not
@@ -62,6 +70,11 @@ class TcpStoreServer {
   uint64_t rejected_connections() const;
   /// Client connections open now.
   size_t open_connections() const;
+  /// Keys held now (what a long job's splits leave behind shows here).
+  size_t keys() const;
+  /// Calls `f(key, value)` on the server's thread after every ADD, with the counter's new value
+  /// (how the job's store sees a second process claim a rank). `f` must not block.
+  void on_counter(std::function<void(const std::string& key, int64_t value)> f);
 
   class Impl;
 
@@ -81,6 +94,9 @@ class TcpStore final : public Store {
   /// The server sets `key` when this client's connection closes (the process's exit closes it).
   /// A client that reconnects after a failure has lost its connection, so its wishes came true.
   bool set_when_gone(const std::string& key, const Bytes& value) override;
+  void erase(const std::string& key) override;
+  /// This end of the connection to the server (connecting first if need be).
+  std::string local_address() override;
 
   class Impl;
 
@@ -97,6 +113,8 @@ class PrefixStore final : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool set_when_gone(const std::string& key, const Bytes& value) override;
+  void erase(const std::string& key) override { base_->erase(prefix_ + key); }
+  std::string local_address() override { return base_->local_address(); }
 
  private:
   std::shared_ptr<Store> base_;

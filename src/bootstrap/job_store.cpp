@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bootstrap/claim_conflict.hpp"
 #include "strata/error.hpp"
 
 namespace strata::bootstrap {
@@ -35,10 +36,16 @@ class JobStore final : public Store {
  public:
   JobStore(std::unique_ptr<TcpStoreServer> server, const TcpStoreOptions& client)
       : server_(std::move(server)),
-        client_(blame_rank0([&] { return std::make_unique<TcpStore>(client); })) {}
+        client_(blame_rank0([&] { return std::make_unique<TcpStore>(client); })),
+        claims_(client.host + ":" + std::to_string(client.port)) {
+    if (server_) {
+      server_->on_counter([this](const std::string& k, int64_t v) { claims_.counted(k, v); });
+    }
+  }
   // Rank 0 serves until the other ranks have let go (bounded): when it fails because another
   // rank died, the others must see that rank's absence, not the store's.
   ~JobStore() override {
+    if (server_) server_->on_counter(nullptr);
     client_.reset();
     const auto until = Clock::now() + std::chrono::seconds(2);
     while (server_ && server_->open_connections() > 0 && Clock::now() < until) {
@@ -60,10 +67,20 @@ class JobStore final : public Store {
   bool set_when_gone(const std::string& k, const Bytes& v) override {
     return blame_rank0([&] { return client_->set_when_gone(k, v); });
   }
+  void erase(const std::string& k) override {
+    blame_rank0([&] { client_->erase(k); });
+  }
+  std::string local_address() override {
+    return blame_rank0([&] { return client_->local_address(); });
+  }
+
+  ClaimConflict& claims() { return claims_; }
+  bool serves() const { return server_ != nullptr; }
 
  private:
   std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client
   std::unique_ptr<TcpStore> client_;
+  ClaimConflict claims_;
 };
 
 }  // namespace
@@ -71,6 +88,11 @@ class JobStore final : public Store {
 std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
                                       const TcpStoreOptions& client) {
   return std::make_shared<JobStore>(std::move(server), client);
+}
+
+std::string on_claim_conflict(Store& store, std::function<void(const std::string&)> f) {
+  auto* job = dynamic_cast<JobStore*>(&store);
+  return job && job->serves() ? job->claims().on_conflict(std::move(f)) : std::string();
 }
 
 std::string random_token() {

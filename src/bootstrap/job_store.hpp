@@ -2,6 +2,7 @@
 // a client. Used by from_env (rank 0 serves) and by the C ABI's unique ids (the id's maker serves).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,11 @@ namespace strata::bootstrap {
 /// not the store's. Errors of an unreachable or vanished server name peer 0, the server's rank.
 std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
                                       const TcpStoreOptions& client);
+
+/// When this process serves `store` (a job store): calls `f(why)` on the store's thread, once, when
+/// a rank of the job is claimed by a second process (claim_conflict.hpp), or returns that `why`
+/// at once if it happened already. "" and no call otherwise.
+std::string on_claim_conflict(Store& store, std::function<void(const std::string&)> f);
 
 /// 32 hex digits from /dev/urandom: the per-job secret of a store.
 std::string random_token();

@@ -63,7 +63,8 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
     throw Error(ErrorCode::invalid_argument, where,
                 "rank " + std::to_string(rank) + " of " + std::to_string(size) +
                     " is claimed by two processes (this one: pid " + std::to_string(getpid()) +
-                    " on " + node_identity() + "); is RANK set twice?");
+                    " on " + node_identity() +
+                    "); is RANK set twice, or do two jobs share this store's address and token?");
   }
   // From here on a death of this process is seen by the ranks that wait for it (get_published).
   store.set_when_gone(gone_key(rank), Bytes{'1'});

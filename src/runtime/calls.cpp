@@ -9,6 +9,7 @@
 
 #include "bootstrap/await_rank.hpp"
 #include "runtime/communicator_impl.hpp"
+#include "runtime/setup_store.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -85,11 +86,13 @@ Work call(Group& g, algo::Collective coll, const algo::Args& a) {
 std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int rank, int size,
                                     const CommOptions& options, bool any_thread) {
   try {
-    auto g = std::make_shared<Group>(store, rank, size, options);
+    auto setup = std::make_shared<SetupStore>(store);
+    auto g = std::make_shared<Group>(setup, rank, size, options);
     if (!any_thread) g->issuer.store(this_thread_id(), std::memory_order_relaxed);
-    // Every rank has read every address once this returns, so rank 0 may retire the store, and
-    // the endpoints are wired up before the first timed operation.
+    // Every rank has read every address once this returns, so each may erase what it published,
+    // and the endpoints are wired up before the first timed operation.
     call(*g, algo::Collective::barrier, {}).wait();
+    setup->erase_setup_records();
     return g;
   } catch (const Error& e) {
     // A rank whose setup failed reported its culprit before exiting, so the process table may

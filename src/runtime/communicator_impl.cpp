@@ -26,8 +26,9 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   try {
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
     for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
-    transport = ucx::make_transport(*store, rank, size, network_watched, context("init"), timeout);
     const algo::NodeLayout layout(where.node_of_rank);
+    transport = ucx::make_transport(*store, rank, size, network_watched, layout.nodes() == 1,
+                                    context("init"), timeout);
     const int local = int(layout.ranks_of[size_t(layout.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.oversubscribed();
     transport->set_oversubscribed(oversubscribed);

@@ -21,6 +21,8 @@ class WatchedStore final : public Store {
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool set_when_gone(const std::string& key, const Bytes& value) override;
+  void erase(const std::string& key) override { base_->erase(key); }
+  std::string local_address() override { return base_->local_address(); }
 
  private:
   /// Runs `call(slice)` in slices (bootstrap::in_slices); throws once `failed_()`.

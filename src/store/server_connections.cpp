@@ -200,6 +200,7 @@ void TcpStoreServer::Impl::close(ServerConnection& c) {
   for (auto& [key, value] : c.wills) {  // parked requests waiting for them: answer_deferred()
     data_[std::move(key)] = std::move(value);
     data_changed_ = true;
+    keys_.store(data_.size(), std::memory_order_relaxed);
   }
   c.wills.clear();
 }

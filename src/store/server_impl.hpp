@@ -6,7 +6,9 @@
 #include <poll.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -66,6 +68,11 @@ class TcpStoreServer::Impl {
   uint16_t port() const { return port_; }
   uint64_t rejected() const { return rejected_.load(); }
   size_t open() const { return open_.load(); }
+  size_t keys() const { return keys_.load(std::memory_order_relaxed); }
+  void set_on_counter(std::function<void(const std::string&, int64_t)> f) {
+    std::lock_guard<std::mutex> lock(on_counter_mu_);
+    on_counter_ = std::move(f);
+  }
 
  private:
   void run();
@@ -97,6 +104,9 @@ class TcpStoreServer::Impl {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<size_t> open_{0};  // conns_.size(), for other threads
+  std::atomic<size_t> keys_{0};  // data_.size(), for other threads
+  std::mutex on_counter_mu_;     // guards on_counter_, set from another thread
+  std::function<void(const std::string&, int64_t)> on_counter_;
   const size_t max_connections_ = store::fd_budget();
   const size_t max_unauthenticated_ = std::min(store::kMaxUnauthenticated, max_connections_ / 4);
 

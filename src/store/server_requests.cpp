@@ -52,6 +52,7 @@ void TcpStoreServer::Impl::handle(ServerConnection& c, Message m) {
     case Type::set:
       data_[std::move(m.key)] = std::move(m.value);
       data_changed_ = true;
+      keys_.store(data_.size(), std::memory_order_relaxed);
       reply(c, Message{});
       return;
     case Type::add: {
@@ -70,6 +71,11 @@ void TcpStoreServer::Impl::handle(ServerConnection& c, Message m) {
       const std::string text = std::to_string(next);
       data_[m.key].assign(text.begin(), text.end());
       data_changed_ = true;
+      keys_.store(data_.size(), std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> lock(on_counter_mu_);
+        if (on_counter_) on_counter_(m.key, next);
+      }
       Message r;
       r.type = Type::counter;
       r.number = next;
@@ -78,6 +84,11 @@ void TcpStoreServer::Impl::handle(ServerConnection& c, Message m) {
     }
     case Type::will:
       c.wills.emplace_back(std::move(m.key), std::move(m.value));
+      reply(c, Message{});
+      return;
+    case Type::erase:
+      data_.erase(m.key);
+      keys_.store(data_.size(), std::memory_order_relaxed);
       reply(c, Message{});
       return;
     case Type::get:

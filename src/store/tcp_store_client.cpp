@@ -10,6 +10,7 @@
 // the parked request when it sees the close. Reconnecting lazily, not inside the failing call,
 // keeps the timeout prompt even when the server is gone. An ERROR reply (ADD on a non-counter)
 // leaves the stream in step, so the connection is kept.
+#include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -116,6 +117,19 @@ class TcpStore::Impl {
   /// exchange (not a reconnection); `what` completes "... within N ms" in a timeout error.
   Message call(const char* op, const Message& request, Type expected, milliseconds timeout,
                const std::string& what);
+  /// This end's address ("" if getsockname fails).
+  std::string local_address() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_ < 0) connect_locked("store.connect");
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+        !inet_ntop(AF_INET, &a.sin_addr, text, sizeof text)) {
+      return {};
+    }
+    return text;
+  }
 
  private:
   void connect_locked(const char* op);
@@ -413,5 +427,15 @@ bool TcpStore::set_when_gone(const std::string& key, const Bytes& value) {
               "no reply to WILL of key " + store::quote(key));
   return true;
 }
+
+void TcpStore::erase(const std::string& key) {
+  Message m;
+  m.type = Type::erase;
+  m.key = key;
+  impl_->call("store.erase", m, Type::ok, store::kPromptReply,
+              "no reply to ERASE of key " + store::quote(key));
+}
+
+std::string TcpStore::local_address() { return impl_->local_address(); }
 
 }  // namespace strata

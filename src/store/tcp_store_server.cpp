@@ -57,8 +57,10 @@ TcpStoreServer::Impl::Impl(const TcpStoreOptions& o) : token_(o.token) {
       ::listen(listen_fd_, SOMAXCONN) != 0) {
     const int e = errno;
     ::close(listen_fd_);
-    throw Error(ErrorCode::transport, store::at("store.listen"),
-                "cannot listen on " + store::address_string(a) + ": " + std::strerror(e));
+    throw Error(
+        ErrorCode::transport, store::at("store.listen"),
+        "cannot listen on " + store::address_string(a) + ": " + std::strerror(e) +
+            (e == EADDRINUSE ? " (another job on this port? give each its own MASTER_PORT)" : ""));
   }
   socklen_t len = sizeof a;
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
@@ -154,5 +156,9 @@ TcpStoreServer::~TcpStoreServer() = default;
 uint16_t TcpStoreServer::port() const { return impl_->port(); }
 uint64_t TcpStoreServer::rejected_connections() const { return impl_->rejected(); }
 size_t TcpStoreServer::open_connections() const { return impl_->open(); }
+size_t TcpStoreServer::keys() const { return impl_->keys(); }
+void TcpStoreServer::on_counter(std::function<void(const std::string&, int64_t)> f) {
+  impl_->set_on_counter(std::move(f));
+}
 
 }  // namespace strata

@@ -62,7 +62,7 @@ class Reader {
 
 constexpr size_t kKeyField = 4 + kMaxKeyBytes;  // the largest encoded key
 
-bool known(uint16_t t) { return (t >= 1 && t <= 6) || (t >= 16 && t <= 20); }
+bool known(uint16_t t) { return (t >= 1 && t <= 7) || (t >= 16 && t <= 20); }
 
 void put_key(std::vector<uint8_t>& b, const std::string& k) {
   put_le(b, k.size(), 4);
@@ -80,6 +80,8 @@ size_t max_payload(Type t) {
       return kKeyField + 4 + kMaxValueBytes;
     case Type::get:
       return kKeyField + 4;
+    case Type::erase:
+      return kKeyField;
     case Type::add:
       return kKeyField + 8;
     case Type::wait:
@@ -98,7 +100,8 @@ size_t max_payload(Type t) {
 }
 
 bool is_request(Type t) {
-  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait || t == Type::will;
+  return t == Type::set || t == Type::get || t == Type::add || t == Type::wait || t == Type::will ||
+         t == Type::erase;
 }
 
 std::string type_name(Type t) {
@@ -115,6 +118,8 @@ std::string type_name(Type t) {
       return "WAIT";
     case Type::will:
       return "WILL";
+    case Type::erase:
+      return "ERASE";
     case Type::ok:
       return "OK";
     case Type::value:
@@ -179,6 +184,9 @@ std::optional<Message> parse_payload(Type t, const uint8_t* p, size_t n, std::st
     case Type::get:
       ok = r.key(m.key) && r.u32(m.timeout_ms);
       break;
+    case Type::erase:
+      ok = r.key(m.key);
+      break;
     case Type::add:
       ok = r.key(m.key) && r.i64(m.number);
       break;
@@ -229,6 +237,9 @@ std::vector<uint8_t> encode(const Message& m) {
     case Type::get:
       put_key(f, m.key);
       put_le(f, m.timeout_ms, 4);
+      break;
+    case Type::erase:
+      put_key(f, m.key);
       break;
     case Type::add:
       put_key(f, m.key);
@@ -282,6 +293,7 @@ std::string request_problem(const Message& m) {
       return key_problem(m.key);
     case Type::get:
     case Type::add:
+    case Type::erase:
       return key_problem(m.key);
     case Type::wait: {
       if (m.keys.size() > kMaxWaitKeys) {

@@ -15,6 +15,7 @@
 //   WAIT    u32 ms, u32 count, then count keys      -> OK (deferred until all keys exist)
 //   WILL    key, u32 value length, value bytes      -> OK; the server SETs it when this
 //                                                      connection closes (a client's death)
+//   ERASE   key                                     -> OK (whether or not the key existed)
 //   OK      empty;  VALUE  value bytes;  COUNTER  i64;  ERROR  UTF-8 text;  TIMEOUT  empty
 //
 // A deferred GET or WAIT is answered TIMEOUT after its `ms`, so a client that waits in slices
@@ -53,6 +54,7 @@ enum class Type : uint16_t {
   add = 4,
   wait = 5,
   will = 6,
+  erase = 7,
   ok = 16,
   value = 17,
   counter = 18,

@@ -94,10 +94,10 @@ void set_rank_env(int r, const std::string& port, int timeout_seconds) {
 
 // `ranks_per_node` > 0: ranks on emulated nodes of that many, all-reduce forced hierarchical.
 Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node,
-           int timeout_seconds = kTimeoutSeconds) {
+           int timeout_seconds = kTimeoutSeconds, int port_to_use = 0) {
   Job job;
   job.dir = dir;
-  job.port = free_port();
+  job.port = port_to_use ? port_to_use : free_port();
   const std::string port = std::to_string(job.port);
   for (int r = 0; r < kRanks; ++r) {
     const std::string out = (dir / ("rank" + std::to_string(r) + ".log")).string();
@@ -256,10 +256,9 @@ void run_scenario(const std::string& name, const std::string& mode, bool in_star
 // A pipeline of the reference GPT (tp2 x pp2 on the four ranks) loses a rank mid-step: every
 // survivor, whichever groups it shares with the dead rank, fails naming it by its world rank
 // (trainer/failure_report.hpp; rank 0, which serves the job's store that carries the report, is
-// named from the store being gone). Activations go between stages by UCX send/recv, which moves
-// large messages between local processes with CMA; a peer dying in the middle of such a read
-// makes UCX 1.13 abort the reader (docs/architecture.md, "CMA"), so the ranks run with
-// UCX_TLS=^cma, as the hierarchical scenarios run UCX on TCP.
+// named from the store being gone). Activations go between stages by UCX send/recv, which
+// Strata keeps off CMA (a peer dying in the middle of a CMA read makes UCX 1.13 abort the reader;
+// docs/architecture.md, "What a job listens on").
 TEST(KillRank, PipelineStageMidStep) {
   std::mt19937 rng(std::random_device{}());
   const fs::path base = fs::path(STRATA_KILL_DIR) / "pipeline";
@@ -277,7 +276,6 @@ TEST(KillRank, PipelineStageMidStep) {
       pid_t pid = ::fork();
       if (pid == 0) {
         set_rank_env(r, port, kTimeoutSeconds);
-        ::setenv("UCX_TLS", "^cma", 1);
         FILE* f = std::freopen(out.c_str(), "w", stderr);
         (void)f;
         ::dup2(::fileno(stderr), STDOUT_FILENO);
@@ -363,7 +361,57 @@ TEST(SetupFailure, TheOthersNameTheRankItReportedNotTheRankThatGaveUp) {
   EXPECT_EQ(entries("/tmp"), tmp_before) << "files left in /tmp";
 }
 
+// Two jobs of one user started together on one port with one token (what torchrun's derived
+// token gives two runs with the same address, port and size): the second job's rank 0 cannot
+// serve, its other ranks and the first job's race to claim ranks 1-3, and the winners form one
+// world across both jobs. Every process of both must fail, naming the cause, none compute on.
+TEST(TwoJobs, OnOnePortEveryProcessOfBothFailsNamingTheCause) {
+  const fs::path dir = fs::path(STRATA_KILL_DIR) / "two_jobs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  Job a = launch("collective", dir / "a", 0);
+  Job b = launch("collective", dir / "b", 0, kTimeoutSeconds, a.port);
+  // Each pid waited for by itself: reap() takes any child, the other job's too.
+  const auto until = Clock::now() + 30s;
+  bool running = true;
+  while (running) {
+    running = false;
+    for (Job* job : {&a, &b}) {
+      for (int r = 0; r < kRanks; ++r) {
+        if (job->status[r] != -1) continue;
+        if (::waitpid(job->pids[r], &job->status[r], WNOHANG) > 0) continue;
+        job->status[r] = -1;
+        running = true;
+        if (Clock::now() > until) ::kill(job->pids[r], SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_LE(Clock::now(), until) << "a process of the two jobs still ran 30 s after the start";
+  for (Job* job : {&a, &b}) {
+    for (int r = 0; r < kRanks; ++r) {
+      const std::string log = slurp(job->dir / ("rank" + std::to_string(r) + ".log"));
+      SCOPED_TRACE("job " + job->dir.filename().string() + " rank " + std::to_string(r) +
+                   " said:\n" + log);
+      ASSERT_TRUE(WIFEXITED(job->status[r])) << "crashed (status " << job->status[r] << ")";
+      EXPECT_EQ(WEXITSTATUS(job->status[r]), 3) << "did not fail with a strata::Error";
+      const bool named = log.find("claimed by two processes") != std::string::npos ||
+                         log.find("another job on this port") != std::string::npos;
+      EXPECT_TRUE(named) << "the error does not name the cause";
+    }
+  }
+}
+
 TEST(KillRank, DuringAllReduce) { run_scenario("all_reduce", "collective", false); }
+// The network path (STRATA_SHM=0, UCX without CMA by default): a survivor's transport error
+// ("Connection reset by remote peer") is the echo of the death; each survivor names the dead
+// rank, not none, nor a survivor that reported it and exited (issue 33).
+TEST(KillRank, DuringAllReduceOnTheNetworkPath) {
+  ::setenv("STRATA_SHM", "0", 1);  // inherited by the ranks
+  run_scenario("all_reduce_net", "collective", false, 0, 10);
+  ::unsetenv("STRATA_SHM");
+}
 TEST(KillRank, BetweenCollectives) { run_scenario("between", "between", false); }
 TEST(KillRank, InTheFirst100MsOfStartUp) { run_scenario("start_up", "collective", true, 0, 30); }
 TEST(KillRank, DuringHierarchicalAllReduce) {

@@ -202,6 +202,29 @@ TEST(TcpStore, GetTimeoutThrowsAndTheClientStaysUsable) {
   EXPECT_EQ(server.rejected_connections(), 0u);
 }
 
+// ERASE deletes one key (a missing one is no error), through prefixes too; the server counts
+// what it holds.
+TEST(TcpStore, EraseDeletesAKeyAndTheServerCountsItsKeys) {
+  TcpStoreServer server(opts(0));
+  auto base = std::make_shared<TcpStore>(opts(server.port()));
+  PrefixStore g(base, "g");
+  EXPECT_EQ(server.keys(), 0u);
+  base->set("kept", bytes("1"));
+  g.set("node/0", bytes("record"));
+  g.add("claims/0", 1);
+  EXPECT_EQ(server.keys(), 3u);
+  g.erase("node/0");
+  g.erase("node/0");  // gone already: no error
+  base->erase("never-set");
+  EXPECT_EQ(server.keys(), 2u);
+  error_of(ErrorCode::timeout, [&] { g.get("node/0", 100ms); });
+  EXPECT_EQ(base->get("kept", 1s), bytes("1"));
+  EXPECT_EQ(g.add("claims/0", 0), 1);
+  g.set("node/0", bytes("again"));  // a key can come back
+  EXPECT_EQ(g.get("node/0", 1s), bytes("again"));
+  EXPECT_EQ(server.keys(), 3u);
+}
+
 TEST(TcpStore, PrefixStoresIsolateNamespaces) {
   TcpStoreServer server(opts(0));
   auto base = std::make_shared<TcpStore>(opts(server.port()));

@@ -13,10 +13,10 @@
 namespace strata::ucx {
 
 /// Creates a UCX worker and connects to all `size` ranks through `store` (collective); see
-/// Worker's constructor (worker.hpp) for `network_watched`.
+/// Worker's constructor (worker.hpp) for `network_watched` and `one_node`.
 std::unique_ptr<transport::Transport> make_transport(Store& store, int rank, int size,
                                                      const std::vector<bool>& network_watched,
-                                                     const ErrorContext& where,
+                                                     bool one_node, const ErrorContext& where,
                                                      std::chrono::milliseconds timeout);
 
 }  // namespace strata::ucx

@@ -39,22 +39,31 @@ std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
 
 // ---- Context ---------------------------------------------------------------------------------
 
-std::shared_ptr<Context> Context::get() {
+std::shared_ptr<Context> Context::get(const std::vector<Setting>& settings) {
   static std::mutex mu;
   static std::weak_ptr<Context> current;
   std::lock_guard<std::mutex> lock(mu);
   auto c = current.lock();
   if (!c) {
-    c = std::shared_ptr<Context>(new Context());
+    c = std::shared_ptr<Context>(new Context(settings));
     current = c;
   }
   return c;
 }
 
-Context::Context() {
+Context::Context(const std::vector<Setting>& settings) {
   ucp_config_t* cfg = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
   if (s != UCS_OK) fail_setup({.op = "ucx.init"}, "ucp_config_read: " + status_text(s));
+  for (const Setting& set : settings) {
+    s = ucp_config_modify(cfg, set.name.c_str(), set.value.c_str());
+    if (s != UCS_OK) {
+      ucp_config_release(cfg);
+      fail_setup({.op = "ucx.init"}, "UCX_" + set.name + "=" + set.value + ": " + status_text(s));
+    }
+    STRATA_LOG(INFO, "INIT") << "UCX_" << set.name << "=" << set.value
+                             << " (transport/ucx/scope.hpp; set it to choose otherwise)";
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -71,8 +80,12 @@ Context::~Context() {
 // ---- Worker setup ----------------------------------------------------------------------------
 
 Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
-               const ErrorContext& where, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), context_(Context::get()), eps_(size, nullptr), where_(where) {
+               bool one_node, const ErrorContext& where, std::chrono::milliseconds timeout)
+    : rank_(rank),
+      size_(size),
+      context_(Context::get(scope(one_node, one_node ? std::string() : store.local_address()))),
+      eps_(size, nullptr),
+      where_(where) {
   if (size > tags::kMaxRanks) {
     fail_setup(where, std::to_string(size) + " ranks: message tags name at most " +
                           std::to_string(tags::kMaxRanks));

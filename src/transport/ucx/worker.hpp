@@ -17,18 +17,20 @@
 #include "transport/calls/call_history.hpp"
 #include "transport/tags.hpp"
 #include "transport/transport.hpp"
+#include "transport/ucx/scope.hpp"
 
 namespace strata::ucx {
 
 /// Process-wide UCX context, created on first use and shared by every worker.
 class Context {
  public:
-  static std::shared_ptr<Context> get();
+  /// The context; created with `settings` (scope.hpp) when none exists.
+  static std::shared_ptr<Context> get(const std::vector<Setting>& settings);
   ~Context();
   ucp_context_h handle() const { return ctx_; }
 
  private:
-  Context();
+  explicit Context(const std::vector<Setting>& settings);
   ucp_context_h ctx_ = nullptr;
 };
 
@@ -41,7 +43,8 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   /// handling); that mode takes UCX's shared-memory transports away (measured here: 8-byte
   /// latency 1.8 -> 10 us, 8 MiB 6 -> 1.2 GB/s), so peers on this machine, whose death the
   /// process table shows, are not flagged.
-  Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched,
+  /// `one_node`: every rank of the job is on this node, and UCX is kept to loopback (scope.hpp).
+  Worker(Store& store, int rank, int size, const std::vector<bool>& network_watched, bool one_node,
          const ErrorContext& where, std::chrono::milliseconds timeout);
   ~Worker() override;
 
