@@ -39,7 +39,7 @@ TwoLevel::TwoLevel(const NodeLayout& l, int rank)
       local_size(int(l.ranks_of[size_t(node)].size())) {}
 
 uint8_t* TwoLevel::scratch(size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  if (scratch_.size() < std::max<size_t>(bytes, 1)) scratch_.resize(std::max<size_t>(bytes, 1));
   return scratch_.data();
 }
 

@@ -5,11 +5,13 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "bootstrap/await_rank.hpp"
 #include "runtime/communicator_impl.hpp"
 #include "runtime/setup_store.hpp"
+#include "transport/ucx/factory.hpp"
 
 namespace strata::runtime {
 namespace {
@@ -41,8 +43,17 @@ void issue_from_this_thread(Group& g) {
   if (g.issuer.load(std::memory_order_relaxed) != 0) g.issuer.store(this_thread_id());
 }
 
-Work call(Group& g, algo::Collective coll, const algo::Args& a) {
+Work call(Group& g, algo::Collective coll, const algo::Args& given) {
   const algo::Shape& shape = algo::shape(coll);
+  // A buffer of 0 elements may be null (as in NCCL); the algorithms, which run for it too, get
+  // an address instead, so that no copy of 0 bytes is handed a null pointer (undefined in C).
+  // (A null all_to_allv buffer holds 0 elements: its blocks were checked to fit.)
+  static uint8_t nothing;
+  algo::Args a = given;
+  if (a.count == 0 || shape.given_blocks) {
+    if (!a.in) a.in = &nothing;
+    if (!a.out) a.out = &nothing;
+  }
   check_issuer(g, shape.name);
   const size_t n = size_t(g.size);
   // What the choice and the op queue go by (how soon to start a call nobody waits for yet).
@@ -95,6 +106,7 @@ std::shared_ptr<Group> create_group(const std::shared_ptr<Store>& store, int ran
     setup->erase_setup_records();
     return g;
   } catch (const Error& e) {
+    ucx::quiet_after_failure();  // its error says what UCX would repeat
     // A rank whose setup failed reported its culprit before exiting, so the process table may
     // show it dead beside that culprit, and its rank may be the first one looked at: its report
     // names the rank that failed first (kill_test caught rank 3 naming rank 1, which had reported

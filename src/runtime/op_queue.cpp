@@ -12,6 +12,7 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "base/spin_policy.hpp"
+#include "transport/ucx/factory.hpp"  // quiet_after_failure
 
 namespace strata::runtime {
 namespace {
@@ -84,6 +85,7 @@ void OpQueue::abort(const std::string& why) {
   // What made the caller abort, if anything: `why`, or the failure that broke the group.
   const std::string after = why.empty() ? broken_ : why;
   broken_ = "aborted";
+  ucx::quiet_after_failure();
   fail_all_locked([&](const ErrorContext& w) { return health_->failure(w); });
   health_->announce_abort(after);
   if (!reported_peer_failure_) recorder_.report("abort");  // nothing was pending
@@ -255,6 +257,7 @@ void OpQueue::run_locked(Op& op) {
     // of it comes within kNewsGrace (a dead process of this machine shows after kExitGrace).
     const Error e = health_->attribute(raw, std::min(op.deadline, Clock::now() + kNewsGrace));
     if (op.is_collective) broken_ = e.what();
+    if (op.is_collective) ucx::quiet_after_failure();  // reported below, once
     STRATA_LOG(WARN, "COLL") << e.what();
     finish_locked(op, std::make_exception_ptr(e));
   } catch (const std::exception& e) {

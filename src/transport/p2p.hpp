@@ -3,6 +3,7 @@
 // underneath (UCX, NCCL, shared memory); transports never know which algorithm runs on them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -32,10 +33,13 @@ class P2P {
   /// transport failure). Outstanding requests are cancelled before it throws.
   virtual void wait(std::span<Request> requests) = 0;
   /// Reusable scratch memory of at least `bytes`, one region per `slot` (0..3), valid until the
-  /// next call with the same slot. Not the transport's to provide: every P2P has it.
+  /// next call with the same slot. Not the transport's to provide: every P2P has it. Never null,
+  /// also for 0 bytes (a copy of 0 bytes to null is still undefined).
   void* scratch(size_t bytes, int slot) {
     auto& s = scratch_[size_t(slot)];
-    if (s.bytes < bytes) s = {std::make_unique_for_overwrite<uint8_t[]>(bytes), bytes};
+    if (!s.data || s.bytes < bytes) {
+      s = {std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(bytes, 1)), bytes};
+    }
     return s.data.get();
   }
 

@@ -108,8 +108,6 @@ Job launch(const std::string& mode, const fs::path& dir, int ranks_per_node,
       if (ranks_per_node > 0) {
         ::setenv("STRATA_NODE_ID", ("emu" + std::to_string(r / ranks_per_node)).c_str(), 1);
         ::setenv("STRATA_ALGO", "all_reduce=hierarchical", 1);
-        // Between machines UCX has no shared memory: its rails go over TCP, as on a cluster.
-        ::setenv("UCX_TLS", "^cma", 1);
       }
       FILE* f = std::freopen(out.c_str(), "w", stderr);
       (void)f;
@@ -205,6 +203,10 @@ void check_survivors(const Job& job, int victim, Clock::time_point killed, bool 
     EXPECT_NE(log.find(names_victim), std::string::npos)
         << "the error does not name rank " << victim << " (" << names_victim << ")";
     EXPECT_LE(job.ended[r] - killed, bound);
+    // Once Strata has said what failed, UCX does not repeat it (ucx::quiet_after_failure).
+    const size_t said = log.find("strata: ");
+    EXPECT_EQ(log.find(" UCX  ", said == std::string::npos ? log.size() : said), std::string::npos)
+        << "UCX's lines after Strata's error";
   }
 }
 

@@ -19,4 +19,9 @@ std::unique_ptr<transport::Transport> make_transport(Store& store, int rank, int
                                                      bool one_node, const ErrorContext& where,
                                                      std::chrono::milliseconds timeout);
 
+/// After a failure Strata has reported, UCX's own lines about it (an endpoint timing out in a
+/// flush, messages nobody took when a worker closes, thousands of them from a hung peer) only
+/// repeat it: from then on this process's UCX logs only what is fatal, unless UCX_LOG_LEVEL is set.
+void quiet_after_failure();
+
 }  // namespace strata::ucx

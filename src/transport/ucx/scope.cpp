@@ -3,8 +3,11 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <ucs/config/global_opts.h>
 
 #include <cstdlib>
+
+#include "transport/ucx/factory.hpp"
 
 namespace strata::ucx {
 
@@ -19,6 +22,10 @@ std::vector<Setting> scope(bool one_node, const std::string& store_address) {
     if (!device.empty()) s.push_back({"NET_DEVICES", device});
   }
   return s;
+}
+
+void quiet_after_failure() {
+  if (std::getenv("UCX_LOG_LEVEL") == nullptr) ucs_global_opts_set_value("LOG_LEVEL", "fatal");
 }
 
 std::string interface_of(const std::string& address) {
