@@ -48,7 +48,8 @@ struct Env {
          {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR",
           "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
           "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
-          "STRATA_JOB_TOKEN", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
+          "STRATA_JOB_TOKEN", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE",
+          "TORCHELASTIC_RUN_ID"}) {
       unsetenv(k);
     }
   }
@@ -92,6 +93,22 @@ TEST(JobEnv, TorchrunAndMpirunInsideAnAllocationWin) {
   setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
   setenv("OMPI_COMM_WORLD_RANK", "2", 1);
   EXPECT_EQ(read_job_env().source, JobEnv::Source::mpirun);
+}
+
+// torchrun's agent serves a store of its own on MASTER_PORT: Strata's takes the next port.
+TEST(JobEnv, BesideTorchrunsAgentStoreTheStoreTakesTheNextPort) {
+  Env env({{"RANK", "1"},
+           {"WORLD_SIZE", "2"},
+           {"MASTER_PORT", "29500"},
+           {"TORCHELASTIC_RUN_ID", "run"},
+           {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  JobEnv e = read_job_env();
+  EXPECT_TRUE(e.beside_agent_store);
+  EXPECT_EQ(e.master_port, 29501);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);  // torchrun without an agent store
+  e = read_job_env();
+  EXPECT_FALSE(e.beside_agent_store);
+  EXPECT_EQ(e.master_port, 29500);
 }
 
 TEST(JobEnv, SrunWithoutANodeListSaysWhatIsMissing) {

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "strata/error.hpp"
 
 namespace strata::torch_backend {
@@ -30,6 +34,25 @@ auto translated(const char* op, const std::string& key, F&& f) -> decltype(f()) 
   }
 }
 
+// Waits until every key of `keys` exists, or throws a timeout at `timeout`. torch's own timed
+// wait logs "[c10d] ... waitForInput ... likely a timeout" each time it expires, and Strata
+// waits in 250 ms slices (bootstrap/await_rank.cpp): a rank 3 s late printed 24 such lines. So
+// it asks with check(), which never blocks nor logs, backing off from 1 to 50 ms.
+void wait_quietly(c10d::Store& store, const std::vector<std::string>& keys,
+                  std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!store.check(keys)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(ErrorCode::timeout, ErrorContext{.op = "store.wait"},
+                  "key '" + (keys.empty() ? std::string() : keys.front()) + "' not set within " +
+                      std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 C10dStore::C10dStore(const c10::intrusive_ptr<c10d::Store>& store) : store_(store->clone()) {}
@@ -40,7 +63,7 @@ void C10dStore::set(const std::string& key, const Bytes& value) {
 
 Bytes C10dStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   return translated("store.get", key, [&] {
-    store_->wait({key}, timeout);
+    wait_quietly(*store_, {key}, timeout);
     return store_->get(key);
   });
 }
@@ -55,7 +78,7 @@ void C10dStore::erase(const std::string& key) {
 
 void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   translated("store.wait", keys.empty() ? std::string() : keys.front(),
-             [&] { store_->wait(keys, timeout); });
+             [&] { wait_quietly(*store_, keys, timeout); });
 }
 
 }  // namespace strata::torch_backend

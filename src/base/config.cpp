@@ -46,6 +46,7 @@ Config load() {
       std::chrono::microseconds(int64_t(number("STRATA_PROGRESS_DELAY_US", 50, 0, 1e7)));
   c.algo = text("STRATA_ALGO");
   c.store_addr = text("STRATA_STORE_ADDR");
+  c.store_port = int(number("STRATA_STORE_PORT", -1, 0, 65535));  // -1: unset
   c.shm = number("STRATA_SHM", 1, 0, 1) != 0;
   c.shm_chunk_bytes = size_t(number("STRATA_SHM_CHUNK", 256 * 1024, 4096, 1 << 30));
   c.shm_depth = int(number("STRATA_SHM_DEPTH", 4, 2, 64));

@@ -1,11 +1,13 @@
 #include "bootstrap/claim_conflict.hpp"
 
+#include "bootstrap/rank_claim.hpp"
+
 namespace strata::bootstrap {
 
 void ClaimConflict::counted(const std::string& key, int64_t value) {
-  const std::string tag = "claims/";
+  const std::string tag = kClaimedTwice;
   const size_t at = key.rfind(tag);
-  if (value != 2 || at == std::string::npos || (at > 0 && key[at - 1] != '/')) return;
+  if (value != 1 || at == std::string::npos || (at > 0 && key[at - 1] != '/')) return;
   const std::string group = at == 0 ? "" : key.substr(0, at - 1);
   const std::string why =
       "rank " + key.substr(at + tag.size()) + (group.empty() ? "" : " of group " + group) +

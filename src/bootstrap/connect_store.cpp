@@ -58,7 +58,15 @@ std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
   o.connect_timeout = config().timeout;  // rank 0 may start late, but not later than any deadline
   std::unique_ptr<TcpStoreServer> server;
   if (env.rank == 0) {
-    server = std::make_unique<TcpStoreServer>(o);
+    try {
+      server = std::make_unique<TcpStoreServer>(o);
+    } catch (const Error& e) {
+      if (!env.beside_agent_store) throw;
+      throw Error(e.code(), e.where(),
+                  std::string(e.what()) +
+                      "; MASTER_PORT is torchrun's agent store, and Strata's listens on the "
+                      "port after it, or on STRATA_STORE_PORT: set that to a free port");
+    }
     o.port = server->port();  // MASTER_PORT=0 lets a one-rank job pick any free port
   }
   STRATA_LOG(INFO, "INIT") << "env bootstrap: store at " << o.host << ":" << o.port;

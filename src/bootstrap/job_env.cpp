@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "base/config.hpp"
 #include "bootstrap/user_secret.hpp"
 #include "strata/error.hpp"
 
@@ -147,6 +148,15 @@ JobEnv read_job_env() {
     e.local_size = integer("LOCAL_WORLD_SIZE", e.size, false);
     e.master_addr = env("MASTER_ADDR") ? env("MASTER_ADDR") : "127.0.0.1";
     e.master_port = integer("MASTER_PORT", 0, true);
+    // Under torchrun its agent holds MASTER_PORT with a store of its own: Strata's goes beside
+    // it, on the next port unless STRATA_STORE_PORT says which (every rank derives the same).
+    e.beside_agent_store = env("TORCHELASTIC_USE_AGENT_STORE") &&
+                           std::string(env("TORCHELASTIC_USE_AGENT_STORE")) == "True";
+    if (config().store_port >= 0) {
+      e.master_port = config().store_port;
+    } else if (e.beside_agent_store && e.master_port > 0) {
+      e.master_port += 1;
+    }
     if (const char* t = env("STRATA_JOB_TOKEN")) {
       e.token = t;
     } else {

@@ -18,6 +18,9 @@ struct JobEnv {
   std::string master_addr;  // torchrun, slurm: where rank 0's store listens
   int master_port = 0;
   std::string token;  // per-job secret for the store
+  /// torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
+  /// Strata's then listens on master_port, MASTER_PORT + 1 or STRATA_STORE_PORT.
+  bool beside_agent_store = false;
 };
 
 /// Reads the environment; throws strata::Error naming the missing or malformed variable.

@@ -10,6 +10,7 @@
 
 #include "base/config.hpp"
 #include "bootstrap/await_rank.hpp"
+#include "bootstrap/rank_claim.hpp"
 
 namespace strata::bootstrap {
 
@@ -57,15 +58,9 @@ NodeLayoutInfo node_layout(Store& store, int rank, int size, const ErrorContext&
   // not take turns.
   const std::string me = node_identity() + "\n" + boot_id() + "\n" + ProcessId::self().encode() +
                          "\n" + my_cpus() + "\n" + links + "\n" + std::to_string(size);
-  // Two processes given one rank (a RANK set twice): the second to claim it is told, and its
-  // report ends the others' waits (Communicator creation reports a failed setup in the store).
-  if (store.add("claims/" + std::to_string(rank), 1) > 1) {
-    throw Error(ErrorCode::invalid_argument, where,
-                "rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                    " is claimed by two processes (this one: pid " + std::to_string(getpid()) +
-                    " on " + node_identity() +
-                    "); is RANK set twice, or do two jobs share this store's address and token?");
-  }
+  // Two processes given one rank (a RANK set twice, two jobs): the second to claim it is told,
+  // and its report ends the others' waits (Communicator creation reports a failed setup).
+  claim_rank(store, rank, size, where, timeout);
   // From here on a death of this process is seen by the ranks that wait for it (get_published).
   store.set_when_gone(gone_key(rank), Bytes{'1'});
   store.set("node/" + std::to_string(rank), Bytes(me.begin(), me.end()));

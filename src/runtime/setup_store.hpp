@@ -2,7 +2,8 @@
 // reads once (its node, its UCX address, the shared segment's path); once the creation barrier
 // returns every rank has read them, and this rank erases those it set. Without it the job's
 // store, in rank 0's process, grew by about 2 KB with every split (issue 33). Claims of a rank
-// stay (they catch a second process claiming it), and so does what is set after creation.
+// stay (bootstrap/rank_claim.hpp: they catch a second process claiming it, and let this one
+// create the group again), and so does what is set after creation.
 #pragma once
 
 #include <memory>

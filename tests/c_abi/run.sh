@@ -9,8 +9,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build_dir" --prefix "$tmp/prefix" > "$tmp/install.log"
 lib=$(ls -d "$tmp"/prefix/lib*/ | head -1)
-gcc -std=c99 -pedantic -Wall -Wextra -Werror -pthread "$src_dir/c_abi_test.c" -I "$tmp/prefix/include" \
-  -L "$lib" -lstrata_c -Wl,-rpath,"$lib" -o "$tmp/c_abi_test"
+# Built with what pkg-config says of strata_c only, as a C user would.
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+# shellcheck disable=SC2046
+gcc -std=c99 -pedantic -Wall -Wextra -Werror -pthread "$src_dir/c_abi_test.c" \
+  $(pkg-config --cflags --libs strata_c) -Wl,-rpath,"$lib" -o "$tmp/c_abi_test"
 # Nothing of Strata's C++ side may be reachable: only strata* symbols are exported.
 if nm -D --defined-only "$lib/libstrata_c.so" | awk '{print $3}' | grep -v '^strata[A-Z]\|^STRATA_0$' ; then
   echo "libstrata_c.so exports symbols other than the C API (above)"; exit 1

@@ -1,6 +1,4 @@
 // split(color, key): membership, ordering by key, independence, and the negative color.
-#include <sstream>
-
 #include "mp.hpp"
 
 using namespace strata;
@@ -58,46 +56,4 @@ TEST(Split, NestedAndConcurrentWithParent) {
   EXPECT_EQ(y[0], 2);
   EXPECT_EQ(z[0], 3 * b.size());
   EXPECT_EQ(b.size(), std::min(2, w.size() - 2 * (a.rank() / 2)));
-}
-
-// A job that splits often does not grow its store: once a group is up, each rank erases the
-// records it published to set it up (runtime/setup_store.hpp); what stays is one claim per rank.
-// The store here is one of this test's own, served by rank 0 where the job's store is (so that
-// every node reaches it), so its keys can be counted.
-TEST(Split, EachSplitLeavesOnlyItsClaimsInTheStore) {
-  auto& w = mp::world();
-  const std::string token = "split-growth";
-  std::unique_ptr<TcpStoreServer> server;
-  std::vector<uint8_t> where(64, 0);  // rank 0's address, then its port
-  if (w.rank() == 0) {
-    std::string host = w.store()->local_address();
-    if (host.empty()) host = "127.0.0.1";
-    server = std::make_unique<TcpStoreServer>(TcpStoreOptions{.host = host, .token = token});
-    const std::string text = host + " " + std::to_string(server->port());
-    std::copy(text.begin(), text.end(), where.begin());
-  }
-  w.broadcast(buffer(where), 0).wait();
-  std::istringstream in(reinterpret_cast<const char*>(where.data()));
-  TcpStoreOptions o{.token = token};
-  in >> o.host >> o.port;
-  auto store = std::make_shared<TcpStore>(o);
-  {
-    CommOptions co;
-    co.name = "growth";
-    Communicator g = Communicator::create(store, w.rank(), w.size(), co);
-    // A barrier uses the group (a hierarchical all-reduce would add its node and rail groups,
-    // each leaving its own claims).
-    auto split_once = [&] { g.split(0, g.rank()).barrier().wait(); };
-    split_once();
-    g.barrier().wait();  // every rank has set up, and cleaned up after, the first split
-    const size_t after_one = w.rank() == 0 ? server->keys() : 0;
-    constexpr int kSplits = 20;
-    for (int i = 0; i < kSplits; ++i) split_once();
-    g.barrier().wait();
-    if (w.rank() == 0) {
-      EXPECT_EQ(server->keys() - after_one, size_t(kSplits) * size_t(w.size()))
-          << "keys left by " << kSplits << " splits of " << w.size() << " ranks";
-    }
-  }
-  w.barrier().wait();  // rank 0's server outlives every rank's use of it
 }

@@ -3,12 +3,16 @@ rank can die without a launcher stopping the rest):
 
   reinit  init, use and destroy the default group 4 times in one process: no thread, file
           descriptor or listening port is left behind after the first round;
+  reinit_one_store  the same, 3 times over one file:// store, a new_group each round: torch
+          hands Strata the store it used before (issue 34);
   kill    rank 2 of 3 dies by SIGKILL mid-job: the others' next collective raises
           DistBackendError naming rank 2, well within the timeout;
   exit    ranks leave without destroy_process_group, one with an operation in flight: every
           process exits 0, within seconds.
   late    over a file:// store (FileStore says "Wait timeout" in its own way), a rank that
-          starts a second after the other still joins.
+          starts a second after the other still joins;
+  quiet   over tcp://, a rank 3 s late at init_process_group and again at new_group: the waiting
+          rank's stderr holds no c10d timeout line (it held 24 per such wait: issue 34).
 
     PYTHONPATH=build/python ~/.cache/strata/venv/bin/python tests/torch/lifecycle.py [scenario...]
 """
@@ -78,6 +82,21 @@ def reinit(rank, size, ports):
     return f"rank {rank}: rounds left {seen[-1]} (threads, fds, listening ports)"
 
 
+def reinit_one_store(rank, size, path):
+    import torch
+
+    for round_ in range(1, 4):
+        dist = init(rank, size, None, init_method=f"file://{path}")
+        t = torch.full((1000,), float(round_ * (rank + 1)))
+        dist.all_reduce(t)
+        assert torch.equal(t, torch.full((1000,), float(round_ * size * (size + 1) // 2)))
+        group = dist.new_group(list(range(size)))
+        dist.all_reduce(t, group=group)
+        assert torch.equal(t, torch.full((1000,), float(round_ * size * size * (size + 1) // 2)))
+        dist.destroy_process_group()
+    return f"rank {rank}: 3 rounds over one store"
+
+
 def kill(rank, size, port):
     import torch
 
@@ -127,6 +146,31 @@ def late(rank, size, path):
     return f"rank {rank}: joined" + (" a second late" if rank == 1 else "")
 
 
+def quiet(rank, size, port):
+    import tempfile
+
+    import torch
+
+    # This process's stderr (fd 2, where c10d logs) into a file, read back at the end.
+    log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 2)
+    if rank == 1:
+        time.sleep(3)
+    dist = init(rank, size, port)
+    if rank == 1:
+        time.sleep(3)
+    group = dist.new_group(list(range(size)))
+    t = torch.ones(10)
+    dist.all_reduce(t, group=group)
+    assert torch.equal(t, torch.full((10,), float(size)))
+    dist.destroy_process_group()
+    log.seek(0)
+    lines = [ln for ln in log.read().decode(errors="replace").splitlines()
+             if "waitForInput" in ln or "likely a timeout" in ln]
+    assert not lines, f"rank {rank}: {len(lines)} c10d timeout lines, the first: {lines[0]}"
+    return f"rank {rank}: no c10d timeout line" + (" (3 s late twice)" if rank == 1 else "")
+
+
 def child(target, rank, size, args, results):
     try:
         results.put((rank, "ok", target(rank, size, *args)))
@@ -166,11 +210,14 @@ def run(name, target, size, args, expect_exit):
 SCENARIOS = {
     "reinit": lambda: run("reinit", reinit, 2, ([free_port() for _ in range(4)],),
                           lambda r, c: c == 0),
+    "reinit_one_store": lambda: with_file_store(
+        lambda path: run("reinit_one_store", reinit_one_store, 2, (path,), lambda r, c: c == 0)),
     "kill": lambda: run("kill", kill, 3, (free_port(),),
                         lambda r, c: c == (-signal.SIGKILL if r == 2 else 0)),
     "exit": lambda: run("exit", leave, 2, (free_port(),), lambda r, c: c == 0),
     "late": lambda: with_file_store(lambda path: run("late", late, 2, (path,),
                                                      lambda r, c: c == 0)),
+    "quiet": lambda: run("quiet", quiet, 2, (free_port(),), lambda r, c: c == 0),
 }
 
 

@@ -24,8 +24,11 @@ try:
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError(
         f"strata.torch: the torch backend extension could not be loaded under torch "
-        f"{torch.__version__} ({e}); it is built against the torch in the build's Python "
-        f"environment (scripts/python-env.sh pins torch 2.15)"
+        f"{torch.__version__} ({e}). It is built only where torch is importable while Strata "
+        f"builds, and against that torch: `pip install --no-build-isolation .` in an "
+        f"environment that has torch 2.15 (plain `pip install .` builds in an isolated "
+        f"environment without torch, and leaves the backend out), or scripts/python-env.sh "
+        f"then scripts/build.sh"
     ) from e
 
 BUILT_AGAINST = _strata_torch.torch_version
