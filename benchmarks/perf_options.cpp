@@ -111,16 +111,34 @@ double bus_factor(Coll c, int n) {
 }
 
 std::string usage() {
-  return "usage: strata-perf COLL [flags]\n"
+  return "usage: strata-perf COLL [flags]      (one process per rank: mpirun, strata-run, srun)\n"
+         "\n"
+         "Times COLL over every rank as nccl-tests do, for a range of sizes, and prints one row\n"
+         "per size: time in microseconds, algbw = bytes / time and busbw = algbw times the\n"
+         "collective's bus factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather,\n"
+         "reduce_scatter and all_to_all, 1 otherwise), both in GB/s (1e9 bytes per second).\n"
+         "SIZE is a rank's larger buffer, as in nccl-tests: all_gather's output, reduce_scatter's\n"
+         "input, the whole buffer of the others.\n"
+         "\n"
          "  COLL: all_reduce all_gather reduce_scatter all_to_all broadcast reduce sendrecv\n"
-         "  -b SIZE  minimum bytes (K/M/G suffixes)     -e SIZE  maximum bytes\n"
-         "  -f F     multiply size by F each step         -i SIZE  add SIZE each step instead\n"
-         "  -n N     timed iterations (20)                -w N     warm-up iterations (5)\n"
-         "  -c 0|1   check results (1)                    -z 0|1   wait after each op (0)\n"
-         "  -d TYPE  f32 f64 f16 bf16 i8 u8 i32 i64 all   -o OP    sum prod min max avg all\n"
-         "  -r ROOT  root of broadcast/reduce (0)\n"
-         "  --compare mpi   also time Open MPI's collective on the same buffers (needs mpirun)\n"
-         "  --json FILE     write every row as JSON      --plot FILE.svg  busbw against size\n";
+         "  -b SIZE  smallest size in bytes, K/M/G = 2^10/2^20/2^30 (default 32M)\n"
+         "  -e SIZE  largest size in bytes (default 32M)\n"
+         "  -f F     multiply the size by F each step (default 2)\n"
+         "  -i SIZE  add SIZE bytes each step instead of multiplying\n"
+         "  -n N     timed iterations per size (default 20)\n"
+         "  -w N     untimed warm-up iterations per size (default 5)\n"
+         "  -c 0|1   check every element against a reference (default 1)\n"
+         "  -z 0|1   wait for each operation before issuing the next (default 0: issue all, wait\n"
+         "           for all)\n"
+         "  -d TYPE  f32 f64 f16 bf16 i8 u8 i32 i64 all (default f32)\n"
+         "  -o OP    sum prod min max avg all (default sum)\n"
+         "  -r ROOT  root rank of broadcast and reduce (default 0)\n"
+         "  --compare mpi   also time Open MPI's collective on the same buffers (the job must be\n"
+         "                  started by mpirun) and print vs_mpi: Strata's out-of-place busbw\n"
+         "                  divided by Open MPI's, so above 1 means Strata is faster\n"
+         "  --json FILE     write every row as JSON\n"
+         "  --plot FILE.svg busbw against size\n"
+         "  -h, --help      print this and exit\n";
 }
 
 std::optional<Options> parse(int argc, char** argv, std::string& error) {

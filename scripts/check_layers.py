@@ -44,6 +44,7 @@ PUBLIC_LAYER = {
     "strata/topology.hpp": "topology",
     "strata/work.hpp": "runtime",
     "strata/communicator.hpp": "runtime",
+    "strata/version.hpp": "runtime",
     "strata/mesh.hpp": "mesh",
     "strata/sharding.hpp": "sharding",
     "strata/strata.hpp": None,

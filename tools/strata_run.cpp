@@ -19,11 +19,44 @@
 
 namespace {
 
-void usage() {
-  std::fprintf(stderr,
-               "usage: strata-run -n N [--addr A] [--port P] [--timeout SECONDS] [--] program "
-               "[args...]\n");
+constexpr const char* kHelp =
+    "usage: strata-run -n N [options] [--] program [args...]\n"
+    "\n"
+    "Starts N ranks of program on this machine, as torchrun --standalone does: each gets RANK,\n"
+    "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN,\n"
+    "which Communicator::from_env() (C: strataCommInitFromEnv; Python:\n"
+    "strata.Communicator.from_env(); torch: init_process_group(\"strata\")) reads. Rank 0\n"
+    "serves the job's store on MASTER_PORT. When a rank exits with a non-zero status the others\n"
+    "get SIGTERM, SIGKILL 3 s later, and strata-run exits with that rank's status.\n"
+    "\n"
+    "  -n, -np N          number of ranks to start (required, >= 1)\n"
+    "  --addr ADDRESS     MASTER_ADDR given to the ranks (default 127.0.0.1)\n"
+    "  --port PORT        MASTER_PORT (default: a free port of this machine)\n"
+    "  --timeout SECONDS  wall-clock limit for the whole job: past it every rank is stopped\n"
+    "                     and strata-run exits 124 (default 0: no limit; a rank's own waits\n"
+    "                     are bounded by STRATA_TIMEOUT, in seconds, default 300)\n"
+    "  -h, --help         print this and exit\n";
+
+[[noreturn]] void usage(const std::string& why) {
+  if (why.empty()) {
+    std::fputs(kHelp, stdout);
+    std::exit(0);
+  }
+  std::fprintf(stderr, "strata-run: %s\n\n%s", why.c_str(), kHelp);
   std::exit(2);
+}
+
+// The value after flag `flag`, as a number in [lo, hi]; anything else ends the launcher.
+double number(int argc, char** argv, int& i, double lo, double hi) {
+  const std::string flag = argv[i];
+  if (i + 1 >= argc) usage(flag + " needs a value");
+  const char* text = argv[++i];
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= lo && v <= hi))
+    usage(flag + " " + text + ": expected a number from " + std::to_string(long(lo)) + " to " +
+          std::to_string(long(hi)));
+  return v;
 }
 
 int free_port() {
@@ -81,20 +114,23 @@ int main(int argc, char** argv) {
       ++i;
       break;
     }
-    if ((a == "-n" || a == "-np") && i + 1 < argc)
-      n = std::atoi(argv[++i]);
-    else if (a == "--port" && i + 1 < argc)
-      port = std::atoi(argv[++i]);
+    if (a == "-h" || a == "--help")
+      usage("");
+    else if (a == "-n" || a == "-np")
+      n = int(number(argc, argv, i, 1, 1 << 20));
+    else if (a == "--port")
+      port = int(number(argc, argv, i, 1, 65535));
     else if (a == "--addr" && i + 1 < argc)
       addr = argv[++i];
-    else if (a == "--timeout" && i + 1 < argc)
-      timeout = std::atof(argv[++i]);
+    else if (a == "--timeout")
+      timeout = number(argc, argv, i, 0, 1e9);
     else if (a[0] == '-')
-      usage();
+      usage("unknown option " + a);
     else
       break;
   }
-  if (n < 1 || i >= argc) usage();
+  if (n < 1) usage("-n N is required");
+  if (i >= argc) usage("no program to run");
   if (port == 0) port = free_port();
   const std::string tok = token();
 

@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -12,30 +13,52 @@
 namespace gpt {
 
 std::string usage() {
-  return R"(usage: strata-gpt [train|validate] [options]     (under mpirun or strata-run)
+  return R"(usage: strata-gpt [train|validate] [options]     (under mpirun, strata-run or srun)
 
   train      trains the model over every rank in the layout given (the default: data-parallel)
   validate   trains the same steps under every layout the world size allows (tp x pp x dp with
              each schedule, sp, ZeRO-1/2/3), computes the one-rank reference itself, prints a
              table; exit 1 on any mismatch, 2 on bad input
-             (--steps defaults to 20 here, 200 for train)
 
-model:     --config tiny|small   --layers L  --heads H  --embd C  --ctx T
-training:  --steps N  --batch B (global sequences per step)
-           --micro-batches M (per data-parallel rank; --micro M is the same)
-           --lr X  --min-lr X  --warmup N  --wd X  --clip X  --seed N
-layout:    --tp N (tensor parallel; heads must divide)  --sp (sequence parallel, with --tp)
-           --pp N (pipeline stages)  --schedule gpipe|1f1b|interleaved  --virtual-stages V
-           --allow-cross-node-tp   (dp = ranks / (tp * pp))
-           --stage 0|1|2|3 (ZeRO on dp; 0: DDP)  --prefetch N  --bucket-kb N  --recompute
-output:    --eval-every N  --eval-batches N  --sample N  --json FILE  --plot FILE.svg  --quiet
-state:     --save DIR  --save-every N  --resume DIR
+model (default: --config small):
+  --config tiny|small  tiny: 2 layers, 2 heads, 32 wide, 16 characters of context (tests);
+                       small: 6 layers, 6 heads, 192 wide, 128 characters (2.7 M parameters)
+  --layers L  --heads H  --embd C  --ctx T    override the named configuration's dimensions
+training:
+  --steps N            optimizer steps (default 200; 20 for validate)
+  --batch B            sequences per step over all ranks (default 32)
+  --micro-batches M    per data-parallel rank and step: pipeline micro-batches, or gradient
+                       accumulation without a pipeline (default 1; --micro M is the same)
+  --lr X  --min-lr X   peak and final learning rate (default 3e-3, 3e-4)
+  --warmup N           linear warm-up steps before the cosine decay (default: a tenth of
+                       --steps, at least 1)
+  --wd X  --clip X     AdamW weight decay (default 0.1), gradient-norm clip (default 1; 0: off)
+  --seed N             initialisation and data order (default 1337)
+layout (dp = ranks / (tp * pp)):
+  --tp N               tensor-parallel size; divides the heads (default 1)
+  --sp                 sequence parallelism inside each tp group (needs --tp > 1)
+  --pp N               pipeline stages (default 1)
+  --schedule S         gpipe, 1f1b or interleaved (default 1f1b)
+  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)
+  --allow-cross-node-tp  let a tp group span nodes (refused by default)
+  --stage 0|1|2|3      ZeRO stage over dp; 0 is plain data parallelism (default 0)
+  --prefetch N         ZeRO-3 parameter gathers issued ahead (default 1)
+  --bucket-kb N        gradient bucket size in KiB (default 1024)
+  --recompute          recompute activations in the backward pass
+output:
+  --eval-every N       validation loss every N steps (default 50; 0: never)
+  --eval-batches N     batches per validation (default 4)
+  --sample N           characters sampled after training (default 200; 0: none)
+  --json FILE  --plot FILE.svg   metrics per step, loss curve
+  --quiet              no per-step lines
+state:     --save DIR  --save-every N (default 0: at the end only)  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
-validate:  --tolerance X (relative, default 1e-5)
-           --layouts L1,L2,... (e.g. tp2.pp2.dp2,pp4.interleaved; default: every layout the
-           world size allows)  --report DIR (Markdown + SVG)
-           --bw-threshold X (a group's bus bandwidth must reach X times its weakest link's
-           estimate from the topology; default 0.05)
+validate:
+  --tolerance X        largest relative loss difference from one rank (default 1e-5)
+  --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved (default: every layout the world allows)
+  --report DIR         write the certification report there (Markdown + SVG)
+  --bw-threshold X     a group's bus bandwidth must reach X times its weakest link's estimate
+                       from the topology (default 0.05)
 )";
 }
 
@@ -131,9 +154,12 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
                                                  {"--sp", &t.sp},
                                                  {"--allow-cross-node-tp", &t.allow_cross_node_tp}};
   if (r.mode == "validate") t.steps = 20;  // five trainings of the same steps: keep it short
-  // The named configuration first, so that dimension flags override it wherever they stand.
+  // The named configuration first (small unless --config says otherwise), so that dimension
+  // flags override it wherever they stand.
+  c = Config::named("small");
   for (int k = i; k + 1 < argc; ++k)
     if (std::string(argv[k]) == "--config") c = Config::named(argv[k + 1]);
+  bool warmup_given = false;
   for (; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -146,9 +172,12 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     }
     auto it = flags.find(f);
     if (it == flags.end()) throw std::invalid_argument("unknown option " + f);
+    warmup_given |= f == "--warmup";
     if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
     it->second(f, argv[++i]);
   }
+  // A fixed warm-up would leave a short run still warming up at its end.
+  if (!warmup_given) t.warmup = std::max(1, t.steps / 10);
   if (c.embd % c.heads != 0)
     throw std::invalid_argument("--embd " + std::to_string(c.embd) +
                                 " does not divide by --heads " + std::to_string(c.heads));

@@ -5,6 +5,7 @@
 // does not. Each layout's traffic and memory are checked against their formulas
 // (layout_formulas.hpp) and each of its groups' bandwidth against the topology's promise
 // (link_probe.hpp); --report writes it all down (report.hpp).
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include "validate/layout_formulas.hpp"
 #include "validate/layouts.hpp"
 #include "validate/link_probe.hpp"
+#include "validate/provenance.hpp"
 #include "validate/report.hpp"
 
 #ifndef STRATA_VERSION
@@ -141,27 +143,6 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
   return l;
 }
 
-// The nodes and the distinct link classes among rank pairs.
-void inventory(const strata::JobTopology& job, Report& rep) {
-  for (size_t i = 0; i < job.nodes.size(); ++i) {
-    const std::vector<int> ranks = job.ranks_on(i);
-    rep.nodes.push_back({job.ranks[size_t(ranks.front())].hostname, ranks});
-  }
-  const int n = int(job.ranks.size());
-  for (int a = 0; a < n; ++a)
-    for (int b = a + 1; b < n; ++b) {
-      const strata::Link l = job.link(a, b);
-      const std::string cls(strata::path_class_name(l.cls));
-      auto it = std::find_if(rep.links.begin(), rep.links.end(), [&](const ReportLink& k) {
-        return k.cls == cls && k.bandwidth_gbs == l.bandwidth_gbs;
-      });
-      if (it == rep.links.end())
-        rep.links.push_back({cls, l.bandwidth_gbs, l.latency_us, a, b, 1});
-      else
-        ++it->pairs;
-    }
-}
-
 void print_row(const ReportLayout& l) {
   double bubble = 0, tp = 0, pp = 0;
   for (const auto& s : l.stages)
@@ -201,7 +182,8 @@ Report report_header(const RunOptions& r, int n, const strata::JobTopology& job)
               std::to_string(c.vocab) + ", " + std::to_string(c.num_params()) + " parameters";
   rep.ranks = n, rep.steps = r.train.steps, rep.global_batch = r.train.global_batch;
   rep.tolerance = r.tolerance;
-  inventory(job, rep);
+  describe_inventory(job, rep);
+  describe_software(rep);
   return rep;
 }
 
@@ -211,8 +193,10 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
   const bool lead = world.rank() == 0;
   const int n = world.size();
   const std::vector<TrainOptions> layouts = validate_layouts(r.layouts, r.train, n);
+  const auto start = std::chrono::steady_clock::now();
   const strata::JobTopology job = strata::JobTopology::gather(world);
   Report rep = report_header(r, n, job);
+  measure_links(world, rep);
   // The reference: rank 0 alone, the whole global batch, in micro-batches of the layouts' size.
   LayoutRun ref;
   strata::Communicator one = world.split(lead ? 0 : -1, 0);
@@ -253,6 +237,8 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
   rep.pass = ok;
   std::vector<int> verdict{ok ? 1 : 0};
   world.broadcast(strata::buffer(verdict), 0).wait();
+  rep.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (lead && !r.report.empty()) {
     write_report(r.report, rep);
     std::printf("# report: %s/README.md\n", r.report.c_str());

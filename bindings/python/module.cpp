@@ -2,6 +2,7 @@
 // of the other parts (errors, mesh, topology). Every operation returns a Work at once; the Work
 // holds the Python buffers until the operation has completed, and wait() releases the GIL.
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -11,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "strata/error.hpp"
+#include "strata/version.hpp"
 
 namespace strata::py {
 namespace {
@@ -349,6 +351,9 @@ NB_MODULE(_strata, m) {
   m.doc() = "Strata collective communication (the compiled part of the strata package).";
   m.attr("__version__") = STRATA_VERSION;
   m.attr("ANY_SOURCE") = strata::kAnySource;
+  m.def("library_versions", &strata::library_versions,
+        "[(name, version)] of Strata and the libraries it runs on, as loaded: Strata, MPI, UCX, "
+        "hwloc, libxml2.");
   strata::py::register_errors(m);
   strata::py::register_communicator(m);
   strata::py::register_mesh(m);

@@ -8,4 +8,5 @@
 #include "strata/store.hpp"
 #include "strata/topology.hpp"
 #include "strata/types.hpp"
+#include "strata/version.hpp"
 #include "strata/work.hpp"

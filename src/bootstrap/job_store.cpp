@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "bootstrap/claim_conflict.hpp"
@@ -96,9 +95,11 @@ std::string on_claim_conflict(Store& store, std::function<void(const std::string
 }
 
 std::string random_token() {
-  std::ifstream f("/dev/urandom", std::ios::binary);
   unsigned char b[16] = {};
-  f.read(reinterpret_cast<char*>(b), sizeof b);
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  const bool ok = f && std::fread(b, 1, sizeof b, f) == sizeof b;
+  if (f) std::fclose(f);
+  if (!ok) throw Error(ErrorCode::internal, {.op = "bootstrap"}, "cannot read /dev/urandom");
   char hex[33];
   for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
   return hex;

@@ -22,7 +22,7 @@ std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
 /// at once if it happened already. "" and no call otherwise.
 std::string on_claim_conflict(Store& store, std::function<void(const std::string&)> f);
 
-/// 32 hex digits from /dev/urandom: the per-job secret of a store.
+/// 32 hex digits from /dev/urandom (throws if it cannot be read): secrets and job tokens.
 std::string random_token();
 
 /// The address other nodes can reach this one at: the first up, non-loopback IPv4 interface

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "bootstrap/job_store.hpp"
 #include "strata/error.hpp"
 
 namespace strata::bootstrap {
@@ -32,28 +33,13 @@ std::string directory() {
   return dir;
 }
 
-std::string random_hex() {
-  unsigned char b[16] = {};
-  FILE* f = std::fopen("/dev/urandom", "rb");
-  const bool ok = f && std::fread(b, 1, sizeof b, f) == sizeof b;
-  if (f) std::fclose(f);
-  if (!ok) throw Error(ErrorCode::internal, {.op = "bootstrap"}, "cannot read /dev/urandom");
-  std::string s;
-  char h[3];
-  for (unsigned char c : b) {
-    std::snprintf(h, sizeof h, "%02x", c);
-    s += h;
-  }
-  return s;
-}
-
 // Writes a new secret beside `path` and links it into place: link() fails if another rank got
 // there first, and then its secret is the one read.
 void create(const std::string& path) {
   const std::string tmp = path + "." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) refuse(tmp, std::string("cannot be created: ") + std::strerror(errno));
-  const std::string s = random_hex() + "\n";
+  const std::string s = random_token() + "\n";
   const bool written = ::write(fd, s.data(), s.size()) == ssize_t(s.size());
   ::close(fd);
   if (written && ::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {

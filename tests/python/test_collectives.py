@@ -515,6 +515,9 @@ def test_topology(world):
 
 def test_module_surface(world):
     assert strata.__version__ == "0.1.0"
+    names = [name for name, _ in strata.library_versions()]
+    assert names == ["Strata", "MPI", "UCX", "hwloc", "libxml2"]
+    assert strata.library_versions()[0] == ("Strata", strata.__version__)
     assert issubclass(strata.Error, RuntimeError)
     assert world.name == "world" and 0 <= world.rank < world.size
     world.all_reduce(np.zeros(2, np.int8)).wait()

@@ -86,8 +86,12 @@ gpt::Report make_report() {
   r.command_line = "strata-run -n 8 strata-gpt validate --config tiny --report out";
   r.seed = 1337, r.model = "L 4, H 4, C 32, T 16, V 65, 53472 parameters";
   r.ranks = 8, r.steps = 6, r.global_batch = 16, r.tolerance = 1e-5;
-  r.nodes = {{"node-a", {0, 1, 2, 3}}, {"node-b<&>", {4, 5, 6, 7}}};
-  r.links = {{"nvlink", 300, 2, 0, 1, 12}, {"ib", 12, 5, 0, 4, 16}};
+  r.nodes = {{"node-a", {0, 1, 2, 3}, "AMD EPYC 7B13 64-Core Processor", 2, 4},
+             {"node-b<&>", {4, 5, 6, 7}}};
+  r.links = {{"nvlink", 300, 281.5, 2, 0, 1, 12}, {"ib", 12, -1, 5, 0, 4, 16}};
+  r.kernel = "Linux 6.1.0-28-amd64", r.wall_seconds = 83.4;
+  r.libraries = {{"UCX", "1.13.1"}, {"OpenBLAS", "OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell"}};
+  r.environment = {{"STRATA_JOB_TOKEN", "(set; value withheld)"}, {"UCX_TLS", "tcp|self"}};
   r.reference_losses = curve(0);
   r.reference_step_ms = 12.345;
 
@@ -192,13 +196,17 @@ TEST(Report, CellsHoldTheExactFigures) {
   const std::string md = read_all(t.path + "/README.md");
   // Summary rows.
   EXPECT_NE(md.find("| reference (1 rank) | - | - | - | - | 12.35 | - | - |\n"), std::string::npos);
-  EXPECT_NE(md.find("| tp2.pp2.1f1b.dp2 | pass | 0 | yes | yes | 7.50 | 25.0% | yes |\n"),
+  EXPECT_NE(md.find("| tp2.pp2.1f1b.dp2 | pass | 0 | yes | yes | 7.50 | 25.0% | yes (dp: not "
+                    "applicable) |\n"),
             std::string::npos);
   EXPECT_NE(md.find("| tp2.dp4.zero1 | **FAIL** | 3.10e-08 | no | yes | 5.25 | 2.0% | yes |\n"),
             std::string::npos);
   // Inventory.
-  EXPECT_NE(md.find("| node-b&lt;&> | {4, 5, 6, 7} |\n"), std::string::npos);
-  EXPECT_NE(md.find("| ib | 12.0 | 5 | 0 - 4 | 16 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| node-a | {0, 1, 2, 3} | AMD EPYC 7B13 64-Core Processor | 2 | 4 |\n"),
+            std::string::npos);
+  EXPECT_NE(md.find("| node-b&lt;&> | {4, 5, 6, 7} | - | - | - |\n"), std::string::npos);
+  EXPECT_NE(md.find("| nvlink | 300.0 | 281.5 | 2 | 0 - 1 | 12 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| ib | 12.0 | - | 5 | 0 - 4 | 16 |\n"), std::string::npos);
   // Mesh, probes, stages and memory of the layouts.
   EXPECT_NE(md.find("| pp | 4 | {0, 4} {1, 5} {2, 6} {3, 7} |\n"), std::string::npos);
   EXPECT_NE(md.find("| tp | {0, 1} | all_reduce | 1 MiB | 0.4 | ib | 12.0 | >= 5% of 12.0 GB/s | "
@@ -209,7 +217,8 @@ TEST(Report, CellsHoldTheExactFigures) {
             std::string::npos);
   EXPECT_NE(md.find("| 0 | "), std::string::npos);
   EXPECT_NE(md.find(" | 65536 | 65536 | 106944 | 106944 |\n"), std::string::npos);
-  EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 | n/a |\n"),
+  EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 | "
+                    "not applicable |\n"),
             std::string::npos);
   EXPECT_NE(
       md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
@@ -219,6 +228,12 @@ TEST(Report, CellsHoldTheExactFigures) {
             std::string::npos);
   EXPECT_NE(md.find("| seed | 1337 |\n"), std::string::npos);
   EXPECT_NE(md.find("| tolerance | 1.00e-05 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| wall time | 83.4 s |\n"), std::string::npos);
+  EXPECT_NE(md.find("| kernel | Linux 6.1.0-28-amd64 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| UCX | 1.13.1 |\n| OpenBLAS | OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell |\n"),
+            std::string::npos);
+  EXPECT_NE(md.find("- STRATA_JOB_TOKEN=(set; value withheld)\n- UCX_TLS=tcp\\|self\n"),
+            std::string::npos);
   EXPECT_NE(md.find("```\nstrata-run -n 8 strata-gpt validate --config tiny --report out\n```\n"),
             std::string::npos);
 }
@@ -307,6 +322,10 @@ TEST(Report, PassingReportSaysPass) {
   gpt::write_report(t.path, passing_report());
   const std::string md = read_all(t.path + "/README.md");
   EXPECT_NE(md.find("\n**PASS**: all 2 layouts passed"), std::string::npos);
+  // A formula that does not exist is said so, not counted as met.
+  EXPECT_NE(md.find("traffic and memory equal to their formulas (where there is one: the "
+                    "data-parallel traffic of 1 layout has none and is marked not applicable)"),
+            std::string::npos);
   EXPECT_EQ(md.find("FAIL"), std::string::npos);
   // A run marked failed is not a pass even when every layout passed.
   gpt::Report r = passing_report();

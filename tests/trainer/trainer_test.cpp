@@ -75,6 +75,32 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
   EXPECT_NE(error({"strata-gpt", "--lr"}).find("needs a value"), std::string::npos);
 }
 
+// With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of
+// the steps unless --warmup says otherwise: a 20-step run must not end while still warming up.
+TEST(CommandLine, DefaultsAreTheSmallModelAndAWarmUpScaledToTheRun) {
+  bool help = false;
+  auto parse = [&](std::vector<const char*> argv) {
+    return gpt::parse_command_line(int(argv.size()), const_cast<char**>(argv.data()), help);
+  };
+  const gpt::Config small = gpt::Config::named("small");
+  const gpt::RunOptions plain = parse({"strata-gpt"});
+  EXPECT_EQ(plain.train.model.layers, small.layers);
+  EXPECT_EQ(plain.train.model.heads, small.heads);
+  EXPECT_EQ(plain.train.model.embd, small.embd);
+  EXPECT_EQ(plain.train.model.ctx, small.ctx);
+  EXPECT_EQ(plain.train.steps, 200);
+  EXPECT_EQ(plain.train.warmup, 20);
+  EXPECT_EQ(parse({"strata-gpt", "validate"}).train.warmup, 2);  // 20 steps
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "5"}).train.warmup, 1);
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "20", "--warmup", "15"}).train.warmup, 15);
+  EXPECT_EQ(parse({"strata-gpt", "--warmup", "0", "--steps", "50"}).train.warmup, 0);
+  EXPECT_EQ(parse({"strata-gpt", "--config", "tiny"}).train.model.ctx,
+            gpt::Config::named("tiny").ctx);
+  parse({"strata-gpt", "--help"});
+  EXPECT_TRUE(help);
+  EXPECT_NE(gpt::usage().find("(default 1337)"), std::string::npos);
+}
+
 TEST(Trainer, BatchThatDoesNotDivideIsAnError) {
   auto o = tiny(1);
   o.global_batch = 6;

@@ -49,6 +49,8 @@ std::vector<float> init_tensor(const Config& c, uint64_t seed, size_t t);
 void set_blas_threads(int n);
 /// Threads OpenBLAS uses now.
 int blas_threads();
+/// The BLAS library's own description: version, build options and the kernels it chose.
+std::string blas_config();
 
 /// One span per tensor of a unit, in param_specs order.
 using Params = std::vector<std::span<const float>>;

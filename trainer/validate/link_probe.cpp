@@ -100,6 +100,12 @@ std::string oversubscribed(const strata::JobTopology& job, const std::vector<int
 
 }  // namespace
 
+std::string link_label(const strata::JobTopology& job, int a, int b) {
+  const bool cpus = job.ranks[size_t(a)].gpu < 0 && job.ranks[size_t(b)].gpu < 0;
+  if (a != b && cpus && job.node_of_rank[size_t(a)] == job.node_of_rank[size_t(b)]) return "SHM";
+  return std::string(strata::path_class_name(job.link(a, b).cls));
+}
+
 std::vector<ReportBandwidth> probe_groups(strata::Mesh& mesh, const TrainOptions& o,
                                           double threshold, size_t bytes) {
   const strata::MeshShape& shape = mesh.shape();
@@ -125,7 +131,7 @@ std::vector<ReportBandwidth> probe_groups(strata::Mesh& mesh, const TrainOptions
           const strata::Link l = mesh.topology().link(ranks[i], ranks[j]);
           if (first || l.bandwidth_gbs < b.promise_gbs) {
             b.promise_gbs = l.bandwidth_gbs;
-            b.link_class = std::string(strata::path_class_name(l.cls));
+            b.link_class = link_label(mesh.topology(), ranks[i], ranks[j]);
             first = false;
           }
         }

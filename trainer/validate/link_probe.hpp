@@ -12,6 +12,11 @@
 
 namespace gpt {
 
+/// The class of the link between world ranks a and b as the report names it: "SHM" for two CPU
+/// processes of one host (they talk through its memory, whatever the topology's path class says),
+/// the topology's class name ("NVL", "PHB", "NET", ...) otherwise.
+std::string link_label(const strata::JobTopology& job, int a, int b);
+
 /// Collective over the mesh's world. Returns every group's probes on rank 0 of the world (each
 /// group's bandwidth that of its slowest member); other ranks get an empty vector. A probe passes
 /// when busbw >= threshold * promise.

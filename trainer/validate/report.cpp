@@ -36,11 +36,17 @@ std::string measured(double v, bool equal) { return equal ? exact(v) : "**" + ex
 std::string summary_md(const Report& r) {
   const size_t failed = failed_layouts(r);
   std::string o = "# " + md(r.title) + "\n\n";
+  size_t without_formula = 0;
+  for (const ReportLayout& l : r.layouts) without_formula += stages_without_dp_formula(l) > 0;
   if (report_passes(r)) {
     o += "**PASS**: all " + std::to_string(r.layouts.size()) + " layouts passed: losses within " +
          rel_diff(r.tolerance) +
-         " of one rank's, replicas bit-identical, traffic and memory equal to their formulas, "
-         "bandwidth as the topology promises.\n\n";
+         " of one rank's, replicas bit-identical, traffic and memory equal to their formulas";
+    if (without_formula)
+      o += " (where there is one: the data-parallel traffic of " +
+           count_of(int(without_formula), "layout", "layouts") +
+           " has none and is marked not applicable)";
+    o += ", bandwidth as the topology promises.\n\n";
   } else {
     o += "**FAIL**: " + std::to_string(failed) + " of " + std::to_string(r.layouts.size()) +
          " layouts failed";
@@ -68,22 +74,31 @@ std::string summary_md(const Report& r) {
     o += "| " + md(l.name) + " | " + result(l.pass) + " | " + rel_diff(l.max_rel_diff) + " | " +
          (l.bit_identical ? "yes" : "no") + " | " + yes_no(l.replicas_identical) + " | " +
          ms(l.step_ms) + " | " + (l.stages.empty() ? "-" : percent(worst_bubble(l))) + " | " +
-         yes_no(l.formulas_match) + " |\n";
+         yes_no(l.formulas_match) +
+         (stages_without_dp_formula(l) ? " (dp: not applicable)" : "") + " |\n";
   }
   return o + "\n";
 }
 
 std::string inventory_md(const Report& r) {
-  std::string o = "## Inventory\n\n| node | ranks |\n|---|---|\n";
+  std::string o = "## Inventory\n\n| node | ranks | CPU | cores | hardware threads |\n"
+                  "|---|---|---|--:|--:|\n";
+  auto known = [](int v) { return v > 0 ? std::to_string(v) : std::string("-"); };
   for (const ReportNode& n : placed_nodes(r, {}))
-    o += "| " + md(n.name) + " | " + rank_set(n.ranks) + " |\n";
-  o += "\nLink classes between rank pairs, with the topology's estimate for each:\n\n";
-  o += "| class | GB/s | latency us | example pair | pairs |\n|---|--:|--:|---|--:|\n";
+    o += "| " + md(n.name) + " | " + rank_set(n.ranks) + " | " +
+         (n.cpu_model.empty() ? std::string("-") : md(n.cpu_model)) + " | " + known(n.cores) +
+         " | " + known(n.pus) + " |\n";
+  o += "\nLink classes between rank pairs: the topology's estimate for each (SHM: two processes "
+       "of one host, through its memory), and what a send/recv of 4 MiB each way between the "
+       "example pair moved, one direction:\n\n";
+  o += "| class | estimate GB/s | measured GB/s | latency us | example pair | pairs |\n"
+       "|---|--:|--:|--:|---|--:|\n";
   for (const ReportLink& l : r.links)
-    o += "| " + md(l.cls) + " | " + gbs(l.bandwidth_gbs) + " | " + general(l.latency_us, 3) +
-         " | " + std::to_string(l.example_a) + " - " + std::to_string(l.example_b) + " | " +
-         std::to_string(l.pairs) + " |\n";
-  if (r.links.empty()) o += "| (none reported) | - | - | - | - |\n";
+    o += "| " + md(l.cls) + " | " + gbs(l.bandwidth_gbs) + " | " +
+         (l.measured_gbs < 0 ? std::string("-") : gbs(l.measured_gbs)) + " | " +
+         general(l.latency_us, 3) + " | " + std::to_string(l.example_a) + " - " +
+         std::to_string(l.example_b) + " | " + std::to_string(l.pairs) + " |\n";
+  if (r.links.empty()) o += "| (none reported) | - | - | - | - | - |\n";
   return o + "\n![inventory](inventory.svg)\n\n";
 }
 
@@ -132,7 +147,7 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
          measured(s.pp_bytes, same(s.pp_bytes, s.pp_bytes_formula)) + " | " +
          exact(s.pp_bytes_formula) + " | " +
          measured(s.dp_bus_bytes, !dp_known || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) +
-         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("n/a")) + " |\n";
+         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) + " |\n";
   }
   o += "\nPer stage, memory of one rank in bytes (exact), measured next to the formula:\n\n";
   o += "| stage | params | formula | grads | formula | optimizer | formula | activations (peak) | "
@@ -176,6 +191,8 @@ std::string provenance_md(const Report& r) {
       {"commit", r.commit},
       {"compiler", r.compiler},
       {"date (UTC)", r.date_utc},
+      {"wall time", fixed(r.wall_seconds, 1) + " s"},
+      {"kernel", r.kernel},
       {"seed", std::to_string(r.seed)},
       {"tolerance", rel_diff(r.tolerance)},
       {"model", r.model},
@@ -183,6 +200,10 @@ std::string provenance_md(const Report& r) {
       {"steps", std::to_string(r.steps)},
       {"global batch", std::to_string(r.global_batch)}};
   for (const auto& [k, v] : rows) o += std::string("| ") + k + " | " + md(v) + " |\n";
+  for (const auto& [k, v] : r.libraries) o += "| " + md(k) + " | " + md(v) + " |\n";
+  o += "\nEnvironment (variables that change Strata's, UCX's, BLAS's or OpenMP's behaviour):\n\n";
+  if (r.environment.empty()) o += "none set.\n";
+  for (const auto& [k, v] : r.environment) o += "- " + md(k + "=" + v) + "\n";
   const std::string fence = fence_for(r.command_line);
   return o + "\nCommand line:\n\n" + fence + "\n" + r.command_line + "\n" + fence + "\n";
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpt {
@@ -18,12 +19,15 @@ namespace gpt {
 struct ReportNode {
   std::string name;
   std::vector<int> ranks;
+  std::string cpu_model;  ///< empty when the topology does not say
+  int cores = 0, pus = 0;  ///< physical cores and hardware threads; 0 when unknown
 };
 
 /// One distinct link class among the world's rank pairs, as the topology layer rates it.
 struct ReportLink {
-  std::string cls;           ///< "nvlink", "pcie", "ib", ...
-  double bandwidth_gbs = 0;  ///< GB/s
+  std::string cls;           ///< "SHM" (two processes of one host), "NVL", "PHB", "NET", ...
+  double bandwidth_gbs = 0;  ///< GB/s, the topology's estimate
+  double measured_gbs = -1;  ///< GB/s, a send/recv between the example pair; < 0: not measured
   double latency_us = 0;
   int example_a = 0, example_b = 0;  ///< one pair of world ranks joined by this class
   int pairs = 0;                     ///< how many rank pairs are
@@ -85,6 +89,11 @@ struct ReportLayout {
 struct Report {
   std::string title;  ///< "strata-gpt validate: tiny, 8 ranks"
   std::string strata_version, commit, compiler, date_utc, command_line;
+  std::string kernel;  ///< of the node writing the report ("Linux 6.1.0-28-amd64")
+  /// Libraries the run used ("UCX", "1.13.1"), and the environment variables that change Strata's,
+  /// UCX's, BLAS's or OpenMP's behaviour (secrets shown as set, not by value).
+  std::vector<std::pair<std::string, std::string>> libraries, environment;
+  double wall_seconds = 0;  ///< the whole validation, reference included
   uint64_t seed = 0;
   std::string model;  ///< "L 4, H 4, C 32, T 16, V 65, 53472 parameters"
   int ranks = 0, steps = 0, global_batch = 0;

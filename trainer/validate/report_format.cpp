@@ -135,6 +135,12 @@ std::string fence_for(const std::string& s) {
 // ---- Verdicts.
 
 // Why a layout failed, from the fields that say so; empty when it passed.
+int stages_without_dp_formula(const ReportLayout& l) {
+  int n = 0;
+  for (const ReportStage& s : l.stages) n += s.dp_bus_bytes_formula < 0;
+  return n;
+}
+
 std::vector<std::string> failure_reasons(const ReportLayout& l, double tolerance) {
   std::vector<std::string> why;
   if (l.pass) return why;

@@ -29,6 +29,7 @@ from ._strata import (
     ReduceOp,
     Work,
     __version__,
+    library_versions,
     node_topology,
 )
 
@@ -40,5 +41,6 @@ __all__ = [
     "ReduceOp",
     "Work",
     "__version__",
+    "library_versions",
     "node_topology",
 ]

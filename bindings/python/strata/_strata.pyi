@@ -13,6 +13,11 @@ __version__: str
 ANY_SOURCE: int
 
 
+def library_versions() -> list[tuple[str, str]]:
+    """[(name, version)] of Strata and the libraries it runs on, as loaded: Strata, MPI, UCX,
+    hwloc, libxml2."""
+
+
 class _SupportsDLPack(Protocol):
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
 
