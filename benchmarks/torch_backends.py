@@ -1,6 +1,6 @@
 """torch.distributed through `strata` against `gloo`, in one job, on the same tensors:
 all_reduce latency and bus bandwidth from 8 B to 64 MiB, then the step time of a 4 x
-Linear(1024) model (batch 32) under DDP and FSDP2 and without any data parallelism.
+Linear(1024) model (batch 32) under DDP (also with gradient_as_bucket_view) and FSDP2 and without any data parallelism.
 
     PYTHONPATH=build/python build/bin/strata-run -n 2 ~/.cache/strata/venv/bin/python \
         benchmarks/torch_backends.py [--quick]
@@ -90,6 +90,8 @@ def model_table(gloo, quick):
     batch = torch.randn(32, 1024)
     cases = {
         "DDP": lambda g: DDP(model(), process_group=g),
+        "DDP, gradient_as_bucket_view": lambda g: DDP(model(), process_group=g,
+                                                     gradient_as_bucket_view=True),
         "FSDP2": fsdp,
     }
     times = {case: {"strata": [], "gloo": []} for case in cases}

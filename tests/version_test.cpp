@@ -1,5 +1,7 @@
 // strata::library_versions() reads the loaded libraries; here they are the ones the build saw, so
 // each must equal what that library's own header says at compile time.
+#include "strata/version.hpp"
+
 #include <gtest/gtest.h>
 #include <hwloc.h>
 #include <libxml/xmlversion.h>
@@ -7,8 +9,6 @@
 #include <ucp/api/ucp_version.h>
 
 #include <string>
-
-#include "strata/version.hpp"
 
 #define STR2(x) #x
 #define STR(x) STR2(x)

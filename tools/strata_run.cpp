@@ -1,5 +1,6 @@
 // strata-run: the torchrun-style launcher. Starts N local ranks of a program with RANK,
-// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN set.
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, STRATA_STORE_PORT and
+// STRATA_JOB_TOKEN set.
 // If any rank fails, the others are stopped (SIGTERM, then SIGKILL) and the launcher fails too;
 // --timeout bounds the whole job.
 #include <netinet/in.h>
@@ -24,10 +25,11 @@ constexpr const char* kHelp =
     "\n"
     "Starts N ranks of program on this machine, as torchrun --standalone does: each gets RANK,\n"
     "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN,\n"
-    "which Communicator::from_env() (C: strataCommInitFromEnv; Python:\n"
-    "strata.Communicator.from_env(); torch: init_process_group(\"strata\")) reads. Rank 0\n"
-    "serves the job's store on MASTER_PORT. When a rank exits with a non-zero status the others\n"
-    "get SIGTERM, SIGKILL 3 s later, and strata-run exits with that rank's status.\n"
+    "which torch.distributed's init_process_group and Communicator::from_env() (C:\n"
+    "strataCommInitFromEnv; Python: strata.Communicator.from_env()) read. torch's store takes\n"
+    "MASTER_PORT; from_env's takes STRATA_STORE_PORT, a second free port (unless it is set),\n"
+    "so one job may use both. When a rank exits with a non-zero status the others get SIGTERM,\n"
+    "SIGKILL 3 s later, and strata-run exits with that rank's status.\n"
     "\n"
     "  -n, -np N          number of ranks to start (required, >= 1)\n"
     "  --addr ADDRESS     MASTER_ADDR given to the ranks (default 127.0.0.1)\n"
@@ -132,6 +134,11 @@ int main(int argc, char** argv) {
   if (n < 1) usage("-n N is required");
   if (i >= argc) usage("no program to run");
   if (port == 0) port = free_port();
+  // Strata's own store (from_env) on a second port, so that torch.distributed's TCPStore can hold
+  // MASTER_PORT in the same job (as torchrun's agent store does under torchrun).
+  std::string store_port = std::getenv("STRATA_STORE_PORT") ? std::getenv("STRATA_STORE_PORT") : "";
+  while (store_port.empty() || store_port == std::to_string(port))
+    store_port = std::to_string(free_port());
   const std::string tok = token();
 
   ::signal(SIGINT, on_signal);
@@ -146,6 +153,7 @@ int main(int argc, char** argv) {
       ::setenv("MASTER_ADDR", addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("STRATA_JOB_TOKEN", tok.c_str(), 1);
+      ::setenv("STRATA_STORE_PORT", store_port.c_str(), 1);
       ::execvp(argv[i], argv + i);
       std::fprintf(stderr, "strata-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
       std::_Exit(127);

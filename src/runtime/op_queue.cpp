@@ -60,18 +60,6 @@ OpQueue::OpQueue(std::unique_ptr<transport::Transport> transport,
   watch(net_epoll_, transport_->event_fd());
 }
 
-void OpQueue::start() {
-  thread_ = std::thread([this] { progress_loop(); });
-}
-
-void OpQueue::stop_thread() {
-  stop_ = true;
-  uint64_t one = 1;
-  ssize_t ignored = ::write(stop_fd_, &one, sizeof one);
-  (void)ignored;
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-}
-
 void OpQueue::abort(const std::string& why) {
   health_->abort(why);
   if (aborted_.exchange(true)) return;  // one abort does the work (two would join one thread)
@@ -104,26 +92,6 @@ OpQueue::~OpQueue() {
     return Error(ErrorCode::aborted, w, "communicator destroyed with the operation still pending");
   });
   for (int fd : {kick_fd_, stop_fd_, idle_epoll_, net_epoll_}) ::close(fd);
-}
-
-void OpQueue::arm_kick(size_t bytes) {
-  constexpr size_t kLarge = 1u << 20;
-  // A small op never needs an armed timer to fire sooner: skip the clock read and the syscall.
-  if (bytes < kLarge && kick_due_.load(std::memory_order_relaxed) != 0) return;
-  const auto delay = bytes >= kLarge ? std::chrono::nanoseconds(config().progress_delay)
-                                     : std::chrono::nanoseconds(std::chrono::milliseconds(2));
-  const int64_t due = (Clock::now() + delay).time_since_epoch().count();
-  int64_t cur = kick_due_.load();
-  // Re-arm only when nothing is armed or this op needs it sooner: usually no system call at all.
-  while (cur == 0 || due < cur) {
-    if (kick_due_.compare_exchange_weak(cur, due)) {
-      itimerspec t{};
-      t.it_value.tv_sec = delay.count() / 1000000000;
-      t.it_value.tv_nsec = std::max<long>(1, delay.count() % 1000000000);
-      ::timerfd_settime(kick_fd_, 0, &t, nullptr);
-      return;
-    }
-  }
 }
 
 void OpQueue::sleep_locked(Clock::time_point until) {
@@ -344,13 +312,15 @@ void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
   const auto spin = spin_budget(transport_->oversubscribed());
   set_inline_caller(true);
   blocked_.fetch_add(1);
+  disarm_kick();  // this caller runs the queue now: no need to wake the progress thread
   struct Reset {
-    std::atomic<int>& blocked;
+    OpQueue& q;
     ~Reset() {
       set_inline_caller(false);
-      blocked.fetch_sub(1);
+      q.blocked_.fetch_sub(1);
+      q.kick_if_work_left();
     }
-  } reset{blocked_};
+  } reset{*this};
   for (;;) {
     if (target.finished()) return;
     // Another thread may be executing; take over as soon as it lets go (it may have finished our
@@ -379,45 +349,4 @@ void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
   }
 }
 
-void OpQueue::progress_loop() {
-  set_blocked_callers(&blocked_);
-  while (!stop_) {
-    bool wait_on_network = false;
-    {
-      std::lock_guard<std::mutex> ex(exec_mu_);
-      kick_due_ = 0;  // from here on, a new submit must arm the timer again
-      // The network is only polled for pending receives/sends; collectives poll it themselves.
-      while (step_locked() || (!p2p_pending_.empty() && transport_->progress())) {
-      }
-      // Nothing runs: answer the peers' questions about past calls, look for their messages
-      // that nobody took (transport/calls/call_history.hpp), and fail the group on a mismatch. A
-      // failed group only answers (a peer may be asking what this rank called).
-      if (Clock::now() >= next_look_back_) {
-        next_look_back_ = Clock::now() + kLookBackInterval;
-        if (!broken_.empty() || health_->failed()) {
-          transport_->progress();
-        } else if (transport_->calls() && transport_->calls()->look_back()) {
-          health_->await_news(Clock::now());
-        }
-      }
-      if (!p2p_pending_.empty()) {
-        if (!transport_->arm()) continue;  // events arrived meanwhile: progress again
-        wait_on_network = true;
-      }
-    }
-    // Sleep without holding the worker, so a waiting caller can take over. With receives
-    // pending, wake at least every 100 ms to check their deadlines.
-    epoll_event ev[3];
-    const int idle_ms = int(std::chrono::milliseconds(kLookBackInterval).count());
-    int n = ::epoll_wait(wait_on_network ? net_epoll_ : idle_epoll_, ev, 3,
-                         wait_on_network ? 100 : idle_ms);
-    for (int i = 0; i < n; ++i) {
-      if (ev[i].data.fd == kick_fd_) {
-        uint64_t v;
-        ssize_t ignored = ::read(kick_fd_, &v, sizeof v);
-        (void)ignored;
-      }
-    }
-  }
-}
 }  // namespace strata::runtime

@@ -94,8 +94,12 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   bool poll_p2p_locked();
   void fail_all_locked(const std::function<Error(const ErrorContext&)>& why);
   void progress_loop();
-  void arm_kick(size_t bytes);                 // arms the timer that wakes the progress thread
-  void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
+  void arm_kick(size_t bytes);  // arms the timer that wakes the progress thread
+  void disarm_kick();           // a caller drives: the thread may sleep on
+  void kick_if_work_left();     // after drive(): what it left, the thread runs
+  void sleep_until_kicked(int epoll_fd, int timeout_ms);  // the progress thread, unlocked
+  static constexpr size_t kLargeOp = 1u << 20;  // from here the kick comes after progress_delay
+  void sleep_locked(Clock::time_point until);   // sleeps on the network unless work is queued
 
   void stop_thread();
   std::shared_ptr<detail::WorkState> new_work();

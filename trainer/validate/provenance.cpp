@@ -79,8 +79,9 @@ void describe_software(Report& rep) {
     if (std::none_of(std::begin(prefixes), std::end(prefixes),
                      [&](const char* p) { return name.rfind(p, 0) == 0; }))
       continue;
-    const bool secret = std::any_of(std::begin(secrets), std::end(secrets),
-                                    [&](const char* s) { return name.find(s) != std::string::npos; });
+    const bool secret = std::any_of(std::begin(secrets), std::end(secrets), [&](const char* s) {
+      return name.find(s) != std::string::npos;
+    });
     rep.environment.push_back({name, secret ? "(set; value withheld)" : entry.substr(eq + 1)});
   }
   std::sort(rep.environment.begin(), rep.environment.end());

@@ -74,15 +74,16 @@ std::string summary_md(const Report& r) {
     o += "| " + md(l.name) + " | " + result(l.pass) + " | " + rel_diff(l.max_rel_diff) + " | " +
          (l.bit_identical ? "yes" : "no") + " | " + yes_no(l.replicas_identical) + " | " +
          ms(l.step_ms) + " | " + (l.stages.empty() ? "-" : percent(worst_bubble(l))) + " | " +
-         yes_no(l.formulas_match) +
-         (stages_without_dp_formula(l) ? " (dp: not applicable)" : "") + " |\n";
+         yes_no(l.formulas_match) + (stages_without_dp_formula(l) ? " (dp: not applicable)" : "") +
+         " |\n";
   }
   return o + "\n";
 }
 
 std::string inventory_md(const Report& r) {
-  std::string o = "## Inventory\n\n| node | ranks | CPU | cores | hardware threads |\n"
-                  "|---|---|---|--:|--:|\n";
+  std::string o =
+      "## Inventory\n\n| node | ranks | CPU | cores | hardware threads |\n"
+      "|---|---|---|--:|--:|\n";
   auto known = [](int v) { return v > 0 ? std::to_string(v) : std::string("-"); };
   for (const ReportNode& n : placed_nodes(r, {}))
     o += "| " + md(n.name) + " | " + rank_set(n.ranks) + " | " +
@@ -147,7 +148,8 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
          measured(s.pp_bytes, same(s.pp_bytes, s.pp_bytes_formula)) + " | " +
          exact(s.pp_bytes_formula) + " | " +
          measured(s.dp_bus_bytes, !dp_known || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) +
-         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) + " |\n";
+         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) +
+         " |\n";
   }
   o += "\nPer stage, memory of one rank in bytes (exact), measured next to the formula:\n\n";
   o += "| stage | params | formula | grads | formula | optimizer | formula | activations (peak) | "

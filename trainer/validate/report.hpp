@@ -19,7 +19,7 @@ namespace gpt {
 struct ReportNode {
   std::string name;
   std::vector<int> ranks;
-  std::string cpu_model;  ///< empty when the topology does not say
+  std::string cpu_model;   ///< empty when the topology does not say
   int cores = 0, pus = 0;  ///< physical cores and hardware threads; 0 when unknown
 };
 
