@@ -18,7 +18,6 @@ columns), the same call from C++.
 """
 
 import statistics
-import time
 
 import numpy as np
 import torch
@@ -26,14 +25,7 @@ import torch.distributed as dist
 
 import strata
 import strata.torch  # noqa: F401
-
-
-def timed(fn, iters):
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - start) / iters
+from torch_backends import timed  # beside this file
 
 
 def main():
