@@ -36,7 +36,7 @@ def main():
     for nbytes in [8, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]:
         count = max(1, nbytes // 4)
         t, a = torch.ones(count), np.ones(count, np.float32)
-        iters = max(10, min(2000, (256 << 20) // (nbytes * 8)))
+        iters = max(40, min(2000, (256 << 20) // (nbytes * 8)))
         cases = {
             "torch": lambda: dist.all_reduce(t),
             "module": lambda: world.all_reduce(a).wait(),
