@@ -21,7 +21,9 @@ grep -q '^| NET |' "$dir/report/README.md" || { echo "FAIL: the report shows no 
 grep -q '^| node1 | {4, 5, 6, 7} |' "$dir/report/README.md" ||
   { echo "FAIL: the report's inventory lacks node1's ranks"; exit 1; }
 
-"$cluster" --nodes 2 --ranks-per-node 4 --timeout 120 -q --mpirun-arg=--map-by --mpirun-arg=node -- \
+# Longer than the test's STRATA_TIMEOUT (120 s): a rank stuck in a wait ends with Strata's
+# error naming the operation, not with the launcher's kill.
+"$cluster" --nodes 2 --ranks-per-node 4 --timeout 180 -q --mpirun-arg=--map-by --mpirun-arg=node -- \
   "$gpt" train "${model[@]}" --tp 4 --pp 2 > "$dir/cross.log" 2>&1
 rc=$?
 cat "$dir/cross.log"
