@@ -19,7 +19,8 @@ struct JobEnv {
   int master_port = 0;
   std::string token;  // per-job secret for the store
   /// torchrun's agent serves its own store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE):
-  /// Strata's then listens on master_port, MASTER_PORT + 1 or STRATA_STORE_PORT.
+  /// Strata's then listens on MASTER_PORT + 1 (master_port holds it). STRATA_STORE_PORT, when
+  /// set (strata-run sets it), wins under any torchrun-style launcher.
   bool beside_agent_store = false;
 };
 
