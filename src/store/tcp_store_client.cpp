@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "store/client_socket.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
@@ -76,20 +77,6 @@ Clock::time_point deadline_after(milliseconds t) {
   return Clock::now() + std::clamp(t, milliseconds(0), kForever);
 }
 
-/// poll() on one fd until `deadline`; returns its revents, 0 when the deadline passed.
-short wait_for(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return 0;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, int(std::min<int64_t>(left, 60000)));
-    if (n > 0) return p.revents;
-    if (n < 0 && errno != EINTR) return POLLERR;
-  }
-}
-
-enum class Io { done, timeout, closed, failed };
-
 }  // namespace
 }  // namespace store
 
@@ -136,8 +123,12 @@ class TcpStore::Impl {
   int try_connect(const sockaddr_in& a, Clock::time_point deadline, std::string& why);
   void disconnect();
   Io exchange(const Message& request, Clock::time_point deadline, Message& reply, std::string& why);
-  Io send_all(const uint8_t* p, size_t n, Clock::time_point deadline);
-  Io recv_exact(uint8_t* p, size_t n, Clock::time_point deadline);
+  Io send_all(const uint8_t* p, size_t n, Clock::time_point deadline) {
+    return store::send_all(fd_, p, n, deadline, errno_);
+  }
+  Io recv_exact(uint8_t* p, size_t n, Clock::time_point deadline) {
+    return store::recv_exact(fd_, p, n, deadline, errno_);
+  }
   [[noreturn]] void fail(const char* op, Io io, const std::string& why);
 
   const TcpStoreOptions options_;
@@ -263,43 +254,6 @@ void TcpStore::Impl::fail(const char* op, Io io, const std::string& why) {
   const bool peer = errno_ == ECONNRESET || errno_ == EPIPE || errno_ == 0;
   throw Error(peer ? ErrorCode::peer_failure : ErrorCode::transport, store::at(op),
               "connection to the store at " + server_ + " failed: " + why);
-}
-
-Io TcpStore::Impl::send_all(const uint8_t* p, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
-    if (k > 0) {
-      p += k;
-      n -= size_t(k);
-      continue;
-    }
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      errno_ = errno;
-      return errno_ == EPIPE || errno_ == ECONNRESET ? Io::closed : Io::failed;
-    }
-    if (store::wait_for(fd_, POLLOUT, deadline) == 0) return Io::timeout;
-  }
-  return Io::done;
-}
-
-Io TcpStore::Impl::recv_exact(uint8_t* p, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const ssize_t k = ::recv(fd_, p, n, 0);
-    if (k > 0) {
-      p += k;
-      n -= size_t(k);
-      continue;
-    }
-    if (k == 0) return Io::closed;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      errno_ = errno;
-      return errno_ == ECONNRESET ? Io::closed : Io::failed;
-    }
-    if (store::wait_for(fd_, POLLIN, deadline) == 0) return Io::timeout;
-  }
-  return Io::done;
 }
 
 Io TcpStore::Impl::exchange(const Message& request, Clock::time_point deadline, Message& reply,

@@ -17,22 +17,9 @@
 #include "transport/calls/call_history.hpp"
 #include "transport/tags.hpp"
 #include "transport/transport.hpp"
-#include "transport/ucx/scope.hpp"
+#include "transport/ucx/context.hpp"
 
 namespace strata::ucx {
-
-/// Process-wide UCX context, created on first use and shared by every worker.
-class Context {
- public:
-  /// The context; created with `settings` (scope.hpp) when none exists.
-  static std::shared_ptr<Context> get(const std::vector<Setting>& settings);
-  ~Context();
-  ucp_context_h handle() const { return ctx_; }
-
- private:
-  explicit Context(const std::vector<Setting>& settings);
-  ucp_context_h ctx_ = nullptr;
-};
 
 using transport::Notice;
 
@@ -152,7 +139,9 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   std::array<Outgoing, 8> outgoing_;
   std::atomic<int> unreachable_peer_{-1};  // set by on_endpoint_error
   std::atomic<int> unreachable_status_{0};
-  std::atomic<bool> failed_{false};  // a notice went out: close endpoints without flushing
+  // A notice went out or a collective's wait failed: the group is broken; close endpoints
+  // without flushing.
+  std::atomic<bool> failed_{false};
   std::vector<std::pair<Worker*, int>> error_args_;  // (this, peer) for each endpoint's handler
 };
 
