@@ -1,6 +1,8 @@
 #include "perf_case.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace perf {
 namespace {
@@ -108,8 +110,27 @@ size_t Case::in_count() const {
   }
 }
 
+void Case::lay_out() {
+  std::vector<double> share(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) share[j] = std::pow(double(j + 1), -skew);
+  const double total = std::accumulate(share.begin(), share.end(), 0.0);
+  std::vector<size_t> block(static_cast<size_t>(n));
+  size_t given = 0;
+  for (int j = 0; j < n; ++j) given += block[j] = size_t(double(count) * share[j] / total);
+  for (int j = 0; given < count; j = (j + 1) % n) ++block[j], ++given;
+  v = {};
+  for (int j = 0; j < n; ++j) {
+    v.send_counts.push_back(block[j]);
+    v.send_displs.push_back(j ? v.send_displs[j - 1] + block[j - 1] : 0);
+    v.recv_counts.push_back(block[rank]);
+    v.recv_displs.push_back(size_t(j) * block[rank]);
+  }
+}
+
 size_t Case::out_count() const {
   switch (coll) {
+    case Coll::all_to_allv:
+      return size_t(n) * v.recv_counts[0];
     case Coll::reduce_scatter:
       return count / n;
     default:
@@ -118,7 +139,8 @@ size_t Case::out_count() const {
 }
 
 bool Case::supported() const {
-  return !(in_place && (coll == Coll::all_to_all || coll == Coll::sendrecv));
+  return !(in_place &&
+           (coll == Coll::all_to_all || coll == Coll::all_to_allv || coll == Coll::sendrecv));
 }
 
 strata::Buffer Case::input(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const {
@@ -147,6 +169,8 @@ strata::Work Case::issue(strata::Communicator& c, strata::Buffer in, strata::Buf
       return c.reduce_scatter(in, out, op);
     case Coll::all_to_all:
       return c.all_to_all(in, out);
+    case Coll::all_to_allv:
+      return c.all_to_allv(in, v.send_counts, v.send_displs, out, v.recv_counts, v.recv_displs);
     case Coll::broadcast:
       return c.broadcast(in, out, root);
     case Coll::reduce:
@@ -189,6 +213,12 @@ long Case::count_wrong(strata::Buffer out) const {
       case Coll::all_to_all: {
         const size_t blk = count / n;
         int64_t v = value(dtype, int(k / blk), rank * blk + k % blk);
+        store(want.data(), k, dtype, double(v), v);
+        break;
+      }
+      case Coll::all_to_allv: {  // from rank k / mine, where every sender keeps my block
+        const size_t mine = this->v.recv_counts[0];
+        int64_t v = value(dtype, int(k / mine), this->v.send_displs[rank] + k % mine);
         store(want.data(), k, dtype, double(v), v);
         break;
       }

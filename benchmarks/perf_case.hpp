@@ -20,9 +20,18 @@ struct Case {
   bool in_place;
 
   int rank, n;
+  double skew = 0;  ///< all_to_allv: Zipf exponent of the destinations' shares
+  /// all_to_allv's arguments on this rank, in elements, blocks in rank order without gaps: every
+  /// rank sends rank j the share (j + 1)^-skew of its `count` (the rest, one element each, to the
+  /// lowest ranks), so every sender lays out its input alike. Filled by lay_out().
+  struct Displacements {
+    std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  };
+  Displacements v;
+  void lay_out();
   size_t in_count() const;   // elements of this rank's input
   size_t out_count() const;  // elements of this rank's output
-  bool supported() const;    // in-place all_to_all and sendrecv are not
+  bool supported() const;    // in-place all_to_all(v) and sendrecv are not
   size_t bytes() const { return count * strata::dtype_size(dtype); }
 
   /// Input and output views into the two benchmark buffers (`a` holds the input unless in place).

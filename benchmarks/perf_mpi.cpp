@@ -47,6 +47,14 @@ std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer 
   auto op = mpi_op(c.op);
   if (!t || (has_op(c.coll) && !op)) return std::nullopt;
   const int n = c.n, r = c.rank;
+  // all_to_allv's layout as MPI takes it (int counts; the count check below bounds them).
+  std::vector<int> sc, sd, rc, rd;
+  for (size_t j = 0; j < c.v.send_counts.size(); ++j) {
+    sc.push_back(int(c.v.send_counts[j]));
+    sd.push_back(int(c.v.send_displs[j]));
+    rc.push_back(int(c.v.recv_counts[j]));
+    rd.push_back(int(c.v.recv_displs[j]));
+  }
   auto once = [&] {
     const int cnt = int(c.count), per = int(c.count / n);
     switch (c.coll) {
@@ -62,6 +70,10 @@ std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer 
       case Coll::all_to_all:
         MPI_Alltoall(in.data, per, *t, out.data, per, *t, MPI_COMM_WORLD);
         break;
+      case Coll::all_to_allv:
+        MPI_Alltoallv(in.data, sc.data(), sd.data(), *t, out.data, rc.data(), rd.data(), *t,
+                      MPI_COMM_WORLD);
+        break;
       case Coll::broadcast:
         MPI_Bcast(out.data, cnt, *t, c.root, MPI_COMM_WORLD);
         break;
@@ -74,7 +86,7 @@ std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer 
         break;
     }
   };
-  if (c.count > size_t(INT32_MAX)) return std::nullopt;
+  if (c.count > size_t(INT32_MAX) || c.out_count() > size_t(INT32_MAX)) return std::nullopt;
   for (int i = 0; i < warmup; ++i) once();
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();

@@ -12,6 +12,7 @@ const std::pair<const char*, Coll> kColls[] = {{"all_reduce", Coll::all_reduce},
                                                {"all_gather", Coll::all_gather},
                                                {"reduce_scatter", Coll::reduce_scatter},
                                                {"all_to_all", Coll::all_to_all},
+                                               {"all_to_allv", Coll::all_to_allv},
                                                {"broadcast", Coll::broadcast},
                                                {"reduce", Coll::reduce},
                                                {"sendrecv", Coll::sendrecv}};
@@ -104,6 +105,7 @@ double bus_factor(Coll c, int n) {
     case Coll::all_gather:
     case Coll::reduce_scatter:
     case Coll::all_to_all:
+    case Coll::all_to_allv:
       return strata::gather_bus_bytes(1.0, n);
     default:
       return 1.0;
@@ -116,11 +118,12 @@ std::string usage() {
          "Times COLL over every rank as nccl-tests do, for a range of sizes, and prints one row\n"
          "per size: time in microseconds, algbw = bytes / time and busbw = algbw times the\n"
          "collective's bus factor (2(n-1)/n for all_reduce, (n-1)/n for all_gather,\n"
-         "reduce_scatter and all_to_all, 1 otherwise), both in GB/s (1e9 bytes per second).\n"
+         "reduce_scatter and all_to_all(v), 1 otherwise), both in GB/s (1e9 bytes per second).\n"
          "SIZE is a rank's larger buffer, as in nccl-tests: all_gather's output, reduce_scatter's\n"
-         "input, the whole buffer of the others.\n"
+         "input, all_to_allv's input, the whole buffer of the others.\n"
          "\n"
-         "  COLL: all_reduce all_gather reduce_scatter all_to_all broadcast reduce sendrecv\n"
+         "  COLL: all_reduce all_gather reduce_scatter all_to_all all_to_allv broadcast reduce\n"
+         "        sendrecv\n"
          "  -b SIZE  smallest size in bytes, K/M/G = 2^10/2^20/2^30 (default 32M)\n"
          "  -e SIZE  largest size in bytes (default 32M)\n"
          "  -f F     multiply the size by F each step (default 2)\n"
@@ -133,6 +136,9 @@ std::string usage() {
          "  -d TYPE  f32 f64 f16 bf16 i8 u8 i32 i64 all (default f32)\n"
          "  -o OP    sum prod min max avg all (default sum)\n"
          "  -r ROOT  root rank of broadcast and reduce (default 0)\n"
+         "  --skew zipf:S   all_to_allv: every rank sends rank j a share (j + 1)^-S of its input,\n"
+         "                  as a router sends tokens to experts of Zipf popularity (rank 0\n"
+         "                  receives the most); zipf:0 is even (default)\n"
          "  --compare mpi   also time Open MPI's collective on the same buffers (the job must be\n"
          "                  started by mpirun) and print vs_mpi: Strata's out-of-place busbw\n"
          "                  divided by Open MPI's, so above 1 means Strata is faster\n"
@@ -199,6 +205,13 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     } else if (flag == "--compare") {
       if (v != "mpi") return bad("a peer to compare with (mpi)");
       o.compare_mpi = true;
+    } else if (flag == "--skew") {
+      char* end = nullptr;
+      if (v.rfind("zipf:", 0) != 0) return bad("zipf:S (S >= 0)");
+      o.skew = std::strtod(v.c_str() + 5, &end);
+      if (end == v.c_str() + 5 || *end || !(o.skew >= 0 && o.skew <= 100)) {
+        return bad("zipf:S (S >= 0)");
+      }
     } else if (flag == "--json") {
       o.json = v;
     } else if (flag == "--plot") {
@@ -210,6 +223,10 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
   }
   if (o.min_bytes > o.max_bytes) {
     error = "-b is larger than -e";
+    return std::nullopt;
+  }
+  if (o.skew > 0 && o.coll != Coll::all_to_allv) {
+    error = "--skew applies to all_to_allv only";
     return std::nullopt;
   }
   if (!has_op(o.coll)) o.ops = {strata::ReduceOp::sum};  // one pass, redop column "none"

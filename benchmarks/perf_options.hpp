@@ -10,7 +10,16 @@
 
 namespace perf {
 
-enum class Coll { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, sendrecv };
+enum class Coll {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  all_to_allv,
+  broadcast,
+  reduce,
+  sendrecv
+};
 
 struct Options {
   Coll coll = Coll::all_reduce;
@@ -22,6 +31,8 @@ struct Options {
   int root = 0;
   std::vector<strata::DataType> dtypes = {strata::DataType::f32};
   std::vector<strata::ReduceOp> ops = {strata::ReduceOp::sum};
+  /// all_to_allv: the Zipf exponent of the destinations' shares (--skew zipf:S; 0 = even).
+  double skew = 0;
   bool compare_mpi = false;
   std::string json, plot;
 };

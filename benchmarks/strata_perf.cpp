@@ -82,6 +82,7 @@ void write_json(const std::string& path, const Options& o, int n, const std::vec
                 std::optional<double> round_trip_start, std::optional<double> round_trip_end) {
   std::ofstream f(path);
   f << "{\"collective\": \"" << coll_name(o.coll) << "\", \"ranks\": " << n
+    << ", \"zipf_skew\": " << o.skew
     << ", \"core_round_trip_ns\": {\"start\": " << json_number(round_trip_start)
     << ", \"end\": " << json_number(round_trip_end) << "}, \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -141,6 +142,10 @@ int main(int argc, char** argv) {
           "%d iters: %d agg iters: 1 validation: %d graph: 0\n#\n",
           coll_name(o.coll), o.min_bytes, o.max_bytes, o.factor > 0 ? "" : "+",
           o.factor > 0 ? o.factor : double(o.step_bytes), o.warmup, o.iters, int(o.check));
+      if (o.coll == Coll::all_to_allv) {
+        std::printf("# all_to_allv: every rank sends rank j the share (j + 1)^-%g of its input\n",
+                    o.skew);
+      }
       std::printf("# Using devices\n");
     }
     for (int r = 0; r < n; ++r) {
@@ -163,7 +168,9 @@ int main(int argc, char** argv) {
       round_trip_start = print_round_trip("");
     }
     comm.barrier().wait();
-    std::vector<uint8_t> a(o.max_bytes + 64), b(o.max_bytes + 64);
+    // all_to_allv's most popular rank receives up to every rank's whole input.
+    const size_t out_bytes = o.coll == Coll::all_to_allv ? size_t(n) * o.max_bytes : o.max_bytes;
+    std::vector<uint8_t> a(o.max_bytes + 64), b(out_bytes + 64);
     std::vector<Row> rows;
     if (rank == 0) std::printf("%s", header(o.compare_mpi).c_str());
     for (auto dt : o.dtypes) {
@@ -176,6 +183,8 @@ int main(int argc, char** argv) {
               o.coll == Coll::all_to_all) {
             c.count -= c.count % n;  // whole blocks per rank
           }
+          c.skew = o.skew;
+          if (o.coll == Coll::all_to_allv) c.lay_out();
           if (c.count == 0) {
             if (bytes == 0 && o.step_bytes == 0 && o.factor > 0) break;
             continue;

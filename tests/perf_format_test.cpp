@@ -48,11 +48,27 @@ TEST(PerfOptions, ParsesFlagsAndRejectsBadOnesByName) {
   EXPECT_FALSE(parse_args({"all_reduce", "-b", "2M", "-e", "1M"}, err));
 }
 
+TEST(PerfOptions, SkewIsAZipfExponentForAllToAllvOnly) {
+  std::string err;
+  auto o = parse_args({"all_to_allv", "--skew", "zipf:1.2"}, err);
+  ASSERT_TRUE(o) << err;
+  EXPECT_EQ(o->coll, Coll::all_to_allv);
+  EXPECT_DOUBLE_EQ(o->skew, 1.2);
+  for (const char* bad : {"zipf", "zipf:", "zipf:-1", "zipf:1x", "pareto:1"}) {
+    EXPECT_FALSE(parse_args({"all_to_allv", "--skew", bad}, err)) << bad;
+    EXPECT_NE(err.find("--skew: '" + std::string(bad) + "' is not zipf:S"), std::string::npos)
+        << err;
+  }
+  EXPECT_FALSE(parse_args({"all_to_all", "--skew", "zipf:1"}, err));
+  EXPECT_EQ(err, "--skew applies to all_to_allv only");
+}
+
 TEST(PerfOptions, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(bus_factor(Coll::all_reduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(bus_factor(Coll::all_gather, 4), 0.75);
   EXPECT_DOUBLE_EQ(bus_factor(Coll::reduce_scatter, 2), 0.5);
   EXPECT_DOUBLE_EQ(bus_factor(Coll::all_to_all, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(Coll::all_to_allv, 8), 0.875);
   EXPECT_DOUBLE_EQ(bus_factor(Coll::broadcast, 8), 1.0);
   EXPECT_DOUBLE_EQ(bus_factor(Coll::sendrecv, 8), 1.0);
 }

@@ -154,11 +154,27 @@ TEST(Registry, AForcedAlgorithmRunsOrFailsNamingBoth) {
 TEST(Registry, OneNodeTakesTheSegmentAtEverySize) {
   for (int n : {2, 3, 4, 8, 64}) {
     for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 4) {
-      for (Collective c : {Collective::all_reduce, Collective::reduce_scatter,
-                           Collective::all_gather, Collective::all_to_all, Collective::broadcast}) {
+      for (Collective c :
+           {Collective::all_reduce, Collective::reduce_scatter, Collective::all_gather,
+            Collective::all_to_all, Collective::all_to_allv, Collective::broadcast}) {
         EXPECT_EQ(chosen(c, one_node(n, true), bytes), "shm")
             << algo::collective_name(c) << " n " << n << " bytes " << bytes;
       }
+    }
+  }
+}
+
+// all_to_allv's ranks hold different sizes, so runtime::call chooses as for 0 bytes: its table
+// must choose the same at every size, or ranks choosing by their own sizes would disagree.
+TEST(Registry, AllToAllvChoosesTheSameAtEverySize) {
+  const auto v = Collective::all_to_allv;
+  EXPECT_TRUE(algo::shape(v).sizes_differ);
+  for (const GroupView& g : {one_node(2, true), one_node(8, true), one_node(4, false),
+                             nodes(2, 4, kEthernet), nodes(4, 2, kInfiniBand)}) {
+    const std::string at_zero = chosen(v, g, 0);
+    for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 4) {
+      EXPECT_EQ(chosen(v, g, bytes), at_zero)
+          << "n " << g.n << " nodes " << g.nodes << " bytes " << bytes;
     }
   }
 }

@@ -1,5 +1,6 @@
 // All-to-all's algorithms (equal blocks) and all_to_allv's (any counts), in order of preference
-// on equal cost.
+// on equal cost. all_to_allv chooses as for 0 bytes (its ranks' sizes differ): its entries' order
+// by cost must not turn with the size.
 #include "algorithms/table_helpers.hpp"
 #include "shm/sync.hpp"
 
@@ -32,6 +33,13 @@ constexpr Algorithm kAllToAll[] = {
 };
 
 constexpr Algorithm kAllToAllv[] = {
+    {"shm", "one node: counts exchanged in the first round, every stream staged, blocks copied out",
+     segment_movement<false>, on_segment,
+     [](Exec& e, const Args& a) {
+       shm::all_to_allv(e.shm_context(shm::call_word(a.dtype, -1, -1)), a.in, a.send_counts,
+                        a.send_displs, a.out, a.recv_counts, a.recv_displs, dtype_size(a.dtype));
+     },
+     kNoSegment},
     {"pairwise", "n-1 steps: at step k send to r+k, receive from r-k", on_group<cost::pairwise>,
      anywhere, pairwise_run},
 };

@@ -52,6 +52,9 @@ struct Shape {
   /// all_to_all: the runtime lays out equal counts and displacements; all_to_allv: it keeps a
   /// copy of the caller's, which the queued call reads.
   bool equal_blocks = false, given_blocks = false;
+  /// The ranks' sizes differ (all_to_allv): the choice sees 0 bytes, so that every rank makes
+  /// the same one.
+  bool sizes_differ = false;
 };
 const Shape& shape(Collective c);
 inline std::string_view collective_name(Collective c) { return shape(c).name; }

@@ -18,7 +18,7 @@ constexpr Shape kShapes[] = {
     {.name = "reduce_scatter", .reduces = true, .chooses_by_all_blocks = true},
     {.name = "all_gather", .chooses_by_all_blocks = true},
     {.name = "all_to_all", .chooses_by_all_blocks = true, .equal_blocks = true},
-    {.name = "all_to_allv", .given_blocks = true},
+    {.name = "all_to_allv", .given_blocks = true, .sizes_differ = true},
     {.name = "broadcast", .rooted = true},
     {.name = "reduce", .reduces = true, .rooted = true},
     {.name = "gather", .rooted = true, .chooses_by_all_blocks = true},

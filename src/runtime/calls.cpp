@@ -58,7 +58,7 @@ Work call(Group& g, algo::Collective coll, const algo::Args& given) {
   const size_t n = size_t(g.size);
   // What the choice and the op queue go by (how soon to start a call nobody waits for yet).
   const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * n : a.bytes();
-  const algo::Algorithm& algo = g.choose(coll, bytes);
+  const algo::Algorithm& algo = g.choose(coll, shape.sizes_differ ? 0 : bytes);
   if (algo.now && a.count > 0) {
     if (auto done = g.try_now(algo, coll, a)) return *done;
   }

@@ -68,6 +68,11 @@ void reduce_scatter(Context c, const void* in, void* out, size_t count, DataType
 void all_gather(Context c, const void* in, void* out, size_t bytes);
 /// input and output: n blocks of `bytes` each.
 void all_to_all(Context c, const void* in, void* out, size_t bytes);
+/// Counts and displacements in elements of `esize` bytes, one each per rank, as
+/// Communicator::all_to_allv takes them; ranks whose counts disagree (rank i sends k elements to
+/// rank j, which expects another number) fail on every rank, naming the pair.
+void all_to_allv(Context c, const void* in, const size_t* send_counts, const size_t* send_displs,
+                 void* out, const size_t* recv_counts, const size_t* recv_displs, size_t esize);
 void broadcast(Context c, void* buf, size_t bytes, int root);
 
 }  // namespace strata::shm

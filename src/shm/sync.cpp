@@ -27,6 +27,8 @@ const char* kind_name(uint32_t k) {
       return "all_to_all";
     case Kind::broadcast:
       return "broadcast";
+    case Kind::all_to_allv:
+      return "all_to_allv";
   }
   return "unknown collective";
 }
@@ -55,20 +57,6 @@ void publish_flag(Flag f, uint64_t value) {
   }
 }
 
-// Marks this rank as having given up on the collective (its peers' waits end at once, quoting
-// `what`) and throws, naming `rank`.
-[[noreturn]] void give_up(Segment& s, int rank, const ErrorContext& where,
-                          const std::string& what) {
-  auto& mine = s.header(s.rank());
-  const std::string why = "rank " + std::to_string(s.rank()) + " found a " + what;
-  std::memcpy(mine.why, why.c_str(), std::min(why.size() + 1, sizeof mine.why - 1));
-  mine.why[sizeof mine.why - 1] = 0;
-  mine.gave_up.store(1, std::memory_order_release);
-  ErrorContext w = where;
-  w.peer = rank;
-  throw Error(ErrorCode::invalid_argument, w, what);
-}
-
 // "all_reduce(f32 x 4, sum)", as STRATA_CHECK's full exchange spells a call (counts per rank).
 std::string described(const Expect& e) {
   std::string s = kind_name(uint32_t(e.kind));
@@ -76,7 +64,8 @@ std::string described(const Expect& e) {
   if (dt > uint32_t(kLastDataType)) return s + "(?)";
   s += '(';
   s += dtype_name(DataType(dt));
-  s += " x " + std::to_string(e.bytes / dtype_size(DataType(dt)));
+  // all_to_allv's chunks carry no size: every rank's differs.
+  if (e.kind != Kind::all_to_allv) s += " x " + std::to_string(e.bytes / dtype_size(DataType(dt)));
   if (reduce != 0xFF) {
     s += ", ";
     s += reduce <= uint32_t(kLastReduceOp) ? op_name(ReduceOp(reduce)) : "?";
@@ -147,7 +136,9 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target, Clock::time_point 
         throw;
       }
     }
-    if (s.header(rank).gave_up.load(std::memory_order_acquire)) {
+    // A peer that published what this wait needs and gave up later is seen there, not here.
+    if (s.header(rank).gave_up.load(std::memory_order_acquire) &&
+        f.value.load(std::memory_order_acquire) < target) {
       ErrorContext w = where;
       w.peer = rank;
       const auto& why = s.header(rank).why;
@@ -181,6 +172,17 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target, Clock::time_point 
 }
 
 }  // namespace
+
+void give_up(Segment& s, int rank, const ErrorContext& where, const std::string& what) {
+  auto& mine = s.header(s.rank());
+  const std::string why = "rank " + std::to_string(s.rank()) + " found a " + what;
+  std::memcpy(mine.why, why.c_str(), std::min(why.size() + 1, sizeof mine.why - 1));
+  mine.why[sizeof mine.why - 1] = 0;
+  mine.gave_up.store(1, std::memory_order_release);
+  ErrorContext w = where;
+  w.peer = rank;
+  throw Error(ErrorCode::invalid_argument, w, what);
+}
 
 void publish(Segment& s, Field f, uint64_t value) {
   auto& c = s.header(s.rank()).*f;

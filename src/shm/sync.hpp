@@ -24,7 +24,14 @@ void wait_for(Segment& s, int rank, Field f, uint64_t value, Clock::time_point d
               const ErrorContext& where);
 
 /// The collective a staged chunk belongs to.
-enum class Kind : uint32_t { all_reduce = 1, reduce_scatter, all_gather, all_to_all, broadcast };
+enum class Kind : uint32_t {
+  all_reduce = 1,
+  reduce_scatter,
+  all_gather,
+  all_to_all,
+  broadcast,
+  all_to_allv
+};
 
 /// What every rank of a collective must agree on: its kind, its bytes per rank and its call word
 /// (dtype, reduction, root). Readers check the writer's before they touch a chunk, so ranks that
@@ -66,6 +73,10 @@ const uint8_t* wait_line(Segment& s, int rank, uint64_t number, const Expect& e,
 /// True when `rank` has published tiny collective `number` and it matches `e`: wait_line would
 /// return at once, without an error. Never blocks, never throws.
 bool line_ready(Segment& s, int rank, uint64_t number, const Expect& e);
+
+/// Marks this rank as having given up on the collective (its peers' waits end at once, quoting
+/// `what`) and throws invalid_argument with `what`, naming `rank` as the peer.
+[[noreturn]] void give_up(Segment& s, int rank, const ErrorContext& where, const std::string& what);
 
 /// Waits until every rank's counter reaches `value`.
 inline void wait_all(Segment& s, Field f, uint64_t value, Clock::time_point deadline,

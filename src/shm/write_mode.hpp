@@ -70,7 +70,7 @@ class SizedWriteModeChoice {
 
 /// One rank's choices on one group, per collective that stages chunks.
 struct StagingWriteModes {
-  SizedWriteModeChoice all_reduce, all_gather, all_to_all;
+  SizedWriteModeChoice all_reduce, all_gather, all_to_all, all_to_allv;
 };
 
 /// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
