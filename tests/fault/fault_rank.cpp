@@ -9,7 +9,8 @@
 //         "compute" between them, where a kill usually lands), gives_up_in_setup (as collective,
 //         but rank 1 sets up its part of the world, then acts as if it had seen rank 2 die: it
 //         reports rank 2 in the store and exits 3 while the others wait for it in the barrier
-//         that ends setup)
+//         that ends setup), dispatch (back-to-back all_to_allv of uneven blocks, as a MoE
+//         layer's token dispatch; the busiest rank receives about 256 KiB from each)
 #include <unistd.h>
 
 #include <cstdio>
@@ -41,11 +42,43 @@ int give_up_in_setup() {
   return 3;
 }
 
+// Elements rank `from` sends rank `to` in a dispatch, and its value k of them in iteration `it`.
+size_t tokens(int from, int to) { return size_t(4096 * (4 - to) + 17 * from); }
+int32_t token(int from, int to, size_t k, int64_t it) {
+  return int32_t(from * 1000003 + to * 1009 + int64_t(k) + it) % 1000000;
+}
+
+// Runs dispatches until one fails; a survivor must never see wrong data, only an error.
+int dispatch(strata::Communicator& world, const char* ready) {
+  const int n = world.size(), me = world.rank();
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  for (int j = 1; j <= n; ++j) {
+    if (j < n) sd[j] = sd[j - 1] + tokens(me, j - 1), rd[j] = rd[j - 1] + tokens(j - 1, me);
+    sc[j - 1] = tokens(me, j - 1), rc[j - 1] = tokens(j - 1, me);
+  }
+  std::vector<int32_t> in(sd[n - 1] + sc[n - 1]), out(rd[n - 1] + rc[n - 1]);
+  for (int64_t it = 0;; ++it) {
+    for (int j = 0; j < n; ++j)
+      for (size_t k = 0; k < sc[j]; ++k) in[sd[j] + k] = token(me, j, k, it);
+    world.all_to_allv(strata::buffer(in), sc, sd, strata::buffer(out), rc, rd).wait();
+    if (it == 0) std::ofstream(ready) << ::getpid() << "\n";
+    for (int j = 0; j < n; ++j) {
+      for (size_t k = 0; k < rc[j]; ++k) {
+        if (out[rd[j] + k] != token(j, me, k, it)) {
+          std::fprintf(stderr, "strata-fault-rank: WRONG token %zu from rank %d in dispatch %lld\n",
+                       k, j, (long long)it);
+          return 4;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s collective|between READY_FILE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s collective|between|dispatch READY_FILE\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -55,6 +88,7 @@ int main(int argc, char** argv) {
       return give_up_in_setup();
     }
     auto world = strata::Communicator::from_env();
+    if (mode == "dispatch") return dispatch(world, argv[2]);
     const size_t count = between ? 1024 : (1u << 18);
     std::vector<int32_t> data(count);
     world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();
