@@ -124,6 +124,7 @@ std::string usage() {
          "\n"
          "  COLL: all_reduce all_gather reduce_scatter all_to_all all_to_allv broadcast reduce\n"
          "        sendrecv\n"
+         "  (strata-perf moe --help: a mixture-of-experts layer's dispatch and combine)\n"
          "  -b SIZE  smallest size in bytes, K/M/G = 2^10/2^20/2^30 (default 32M)\n"
          "  -e SIZE  largest size in bytes (default 32M)\n"
          "  -f F     multiply the size by F each step (default 2)\n"

@@ -14,6 +14,8 @@
 
 #include "node_reference.hpp"
 #include "perf_case.hpp"
+#include "perf_moe.hpp"
+#include "perf_moe_options.hpp"
 #include "perf_mpi.hpp"
 #include "perf_options.hpp"
 #include "perf_plot.hpp"
@@ -105,6 +107,13 @@ void write_json(const std::string& path, const Options& o, int n, const std::vec
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && !std::strcmp(argv[1], "moe")) {
+    if (argc >= 3 && (!std::strcmp(argv[2], "-h") || !std::strcmp(argv[2], "--help"))) {
+      std::printf("%s", moe_usage().c_str());
+      return 0;
+    }
+    return run_moe(argc, argv);
+  }
   if (argc >= 2 && (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help"))) {
     std::printf("%s", usage().c_str());
     return 0;

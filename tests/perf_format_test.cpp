@@ -1,6 +1,9 @@
 // strata-perf's options and table layout, checked against nccl-tests' format by a fixed sample.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "perf_moe_options.hpp"
 #include "perf_options.hpp"
 #include "perf_table.hpp"
 
@@ -11,6 +14,11 @@ std::optional<Options> parse_args(std::vector<std::string> args, std::string& er
   std::vector<char*> argv = {const_cast<char*>("strata-perf")};
   for (auto& a : args) argv.push_back(a.data());
   return parse(int(argv.size()), argv.data(), err);
+}
+std::optional<MoeOptions> parse_moe_args(std::vector<std::string> args, std::string& err) {
+  std::vector<char*> argv = {const_cast<char*>("strata-perf")};
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_moe(int(argv.size()), argv.data(), err);
 }
 }  // namespace
 
@@ -61,6 +69,54 @@ TEST(PerfOptions, SkewIsAZipfExponentForAllToAllvOnly) {
   }
   EXPECT_FALSE(parse_args({"all_to_all", "--skew", "zipf:1"}, err));
   EXPECT_EQ(err, "--skew applies to all_to_allv only");
+}
+
+TEST(PerfMoe, OptionsAndTheirErrors) {
+  std::string err;
+  auto m = parse_moe_args({"moe", "--tokens", "100", "--hidden", "64", "--top-k", "3", "--experts",
+                           "12", "--skew", "zipf:0.5", "-d", "f32", "-n", "3"},
+                          err);
+  ASSERT_TRUE(m) << err;
+  EXPECT_EQ(m->tokens, 100);
+  EXPECT_EQ(m->hidden, 64);
+  EXPECT_EQ(m->top_k, 3);
+  EXPECT_EQ(m->experts, 12);
+  EXPECT_DOUBLE_EQ(m->skew, 0.5);
+  EXPECT_EQ(m->dtype, strata::DataType::f32);
+  EXPECT_EQ(m->iters, 3);
+  EXPECT_FALSE(parse_moe_args({"moe", "--top-k", "9", "--experts", "8"}, err));
+  EXPECT_EQ(err, "--top-k 9 exceeds --experts 8 (a token goes to k distinct experts)");
+  EXPECT_FALSE(parse_moe_args({"moe", "--tokens", "0"}, err));
+  EXPECT_EQ(err, "--tokens: '0' is not a positive integer");
+  EXPECT_FALSE(parse_moe_args({"moe", "-d", "i8"}, err));
+  EXPECT_EQ(err, "-d: 'i8' is not a dtype (bf16 f16 f32)");
+}
+
+// Routing is a function of the options and the rank (every rank derives every other's), each
+// token's k experts are distinct, and skew concentrates tokens on fewer experts.
+TEST(PerfMoe, RoutingIsDeterministicDistinctAndSkewed) {
+  MoeOptions o;
+  o.tokens = 4000, o.top_k = 2, o.experts = 8;
+  const std::vector<int> a = route(o, 1), b = route(o, 1), c = route(o, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  ASSERT_EQ(a.size(), 8000u);
+  std::vector<int> load(8);
+  for (size_t t = 0; t < 4000; ++t) {
+    EXPECT_NE(a[2 * t], a[2 * t + 1]) << "token " << t;
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_GE(a[2 * t + k], 0);
+      ASSERT_LT(a[2 * t + k], 8);
+      ++load[size_t(a[2 * t + k])];
+    }
+  }
+  for (int l : load) EXPECT_NEAR(l, 1000, 150) << "uniform routing";
+  o.skew = 2;
+  std::vector<int> skewed(8);
+  for (int e : route(o, 1)) ++skewed[size_t(e)];
+  // The most popular expert takes a token's first choice about 1 / 1.53 of the time.
+  EXPECT_GT(*std::max_element(skewed.begin(), skewed.end()), 2500);
+  EXPECT_LT(*std::min_element(skewed.begin(), skewed.end()), 300);
 }
 
 TEST(PerfOptions, BusBandwidthFactors) {
