@@ -24,6 +24,12 @@ model (default: --config small):
   --config tiny|small  tiny: 2 layers, 2 heads, 32 wide, 16 characters of context (tests);
                        small: 6 layers, 6 heads, 192 wide, 128 characters (2.7 M parameters)
   --layers L  --heads H  --embd C  --ctx T    override the named configuration's dimensions
+  --experts E          mixture of experts: E expert MLPs with a softmax router (default 0: none)
+  --top-k K            experts per token, gates renormalised over them (default 2)
+  --moe-every N        experts in block l when l % N == 0 (default 1: every block)
+  --capacity-factor F  each expert takes at most ceil(F T k / E) of a sequence's assignments, the
+                       most probable first (default 0: dropless)
+  --aux-loss-coef X    weight of the load-balancing loss (default 0.01)
 training:
   --steps N            optimizer steps (default 200; 20 for validate)
   --batch B            sequences per step over all ranks (default 32)
@@ -113,6 +119,19 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--heads", [&](auto& f, auto& v) { c.heads = positive(f, v); }},
       {"--embd", [&](auto& f, auto& v) { c.embd = positive(f, v); }},
       {"--ctx", [&](auto& f, auto& v) { c.ctx = positive(f, v); }},
+      {"--experts", [&](auto& f, auto& v) { c.experts = non_negative(f, v); }},
+      {"--top-k", [&](auto& f, auto& v) { c.top_k = positive(f, v); }},
+      {"--moe-every", [&](auto& f, auto& v) { c.moe_every = positive(f, v); }},
+      {"--capacity-factor",
+       [&](auto& f, auto& v) {
+         c.capacity_factor = to_double(f, v);
+         if (!(c.capacity_factor >= 0)) throw std::invalid_argument(f + ": must be >= 0, got " + v);
+       }},
+      {"--aux-loss-coef",
+       [&](auto& f, auto& v) {
+         c.aux_loss_coef = float(to_double(f, v));
+         if (!(c.aux_loss_coef >= 0)) throw std::invalid_argument(f + ": must be >= 0, got " + v);
+       }},
       {"--steps", [&](auto& f, auto& v) { t.steps = positive(f, v); }},
       {"--batch", [&](auto& f, auto& v) { t.global_batch = positive(f, v); }},
       {"--micro", [&](auto& f, auto& v) { t.micro_batches = positive(f, v); }},
@@ -181,6 +200,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   if (c.embd % c.heads != 0)
     throw std::invalid_argument("--embd " + std::to_string(c.embd) +
                                 " does not divide by --heads " + std::to_string(c.heads));
+
   if (!(t.lr > 0) || !(t.min_lr >= 0) || !(t.weight_decay >= 0) || !(t.max_grad_norm >= 0))
     throw std::invalid_argument("--lr must be > 0 and --min-lr, --wd, --clip >= 0");
   return r;

@@ -25,4 +25,7 @@ check "--tp 4 does not divide the 2 heads" train --config tiny --tp 4
 check "4 pipeline stages (pp=4 x 1 virtual) but only 2 layers" train --config tiny --pp 4
 check "--virtual-stages 2 needs --schedule interleaved" train --config tiny --layers 4 --pp 2 --virtual-stages 2
 check "layout 'tp3': layout tp=3 pp=1: tp*pp = 3 does not divide the 4 ranks" validate --config tiny --layouts tp3
+# Mixture of experts: a token takes k distinct experts; what is not built yet says so.
+check "--top-k 3 exceeds --experts 2 (a token takes k distinct experts, at most 64)" train --config tiny --experts 2 --top-k 3
+check "--experts with --tp or --pp: not built yet (expert parallelism comes first)" train --config tiny --experts 4 --tp 2
 exit $failed

@@ -147,6 +147,48 @@ TEST(Trainer, ResumedRunContinuesWithTheSameLosses) {
   std::filesystem::remove_all(dir);
 }
 
+// A mixture of experts resumes bit for bit too (the checkpoint holds its shape), and refuses a
+// checkpoint of the dense model.
+TEST(Trainer, ResumedMixtureOfExpertsContinuesWithTheSameLosses) {
+  const std::string dir = testing::TempDir() + "/strata_gpt_resume_moe";
+  std::filesystem::remove_all(dir);
+  auto o = tiny(6);
+  o.model.experts = 4, o.model.top_k = 2, o.model.capacity_factor = 1.25;
+  gpt::Trainer straight(one_rank(), corpus(), o);
+  losses(straight, 3);
+  straight.save(dir);
+  const auto rest = losses(straight, 3);
+  gpt::Trainer resumed(one_rank(), corpus(), o);
+  resumed.load(dir);
+  EXPECT_EQ(losses(resumed, 3), rest);
+  EXPECT_EQ(resumed.parameters(), straight.parameters());
+  auto dense = tiny(6);
+  gpt::Trainer other(one_rank(), corpus(), dense);
+  try {
+    other.load(dir);
+    ADD_FAILURE() << "a dense model loaded a mixture of experts' checkpoint";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("holds another model"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Top-2 of 4 experts in every block learns as the dense model does (the same optimizer and data),
+// and its loss includes the load-balancing term: about coef (E sum f P is 1 when balanced).
+TEST(Trainer, MixtureOfExpertsLearnsTheCorpus) {
+  auto o = tiny(150);
+  o.global_batch = 32;
+  o.warmup = 10;
+  o.lr = 1e-2f, o.min_lr = 1e-3f;
+  o.model.experts = 4, o.model.top_k = 2;
+  gpt::Trainer t(one_rank(), corpus(), o);
+  const float before = t.evaluate(4);
+  EXPECT_NEAR(before, std::log(65.0f) + o.model.aux_loss_coef * o.model.layers, 0.15f);
+  losses(t, 150);
+  const float after = t.evaluate(4);
+  EXPECT_LT(after, 2.9f) << "validation loss " << before << " -> " << after;
+}
+
 TEST(Trainer, LearnsTheCorpus) {
   auto o = tiny(200);
   o.global_batch = 32;

@@ -28,6 +28,7 @@ void Model::head_backward(const Params& lnf, std::span<const float> wte, const G
   check_span("head_backward", "wte", wte, size_t(d.Vl) * d.C);
   check_span("head_backward", "the wte gradient", wte_grad, size_t(d.Vl) * d.C);
   const Regions reg{tp_, d};
+  s.grad_scale = grad_scale;  // the auxiliary loss enters in the blocks, scaled alike
   // The loss is the mean over N positions and every gradient is scaled by grad_scale: both enter
   // here, at the top, and flow down through every backward.
   L::crossentropy_backward(s.dlogits.data(), sl.probs.data(), sl.targets.data(), d.N, d.Vl,
@@ -58,25 +59,39 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
   const float* x = s.cur->res[size_t(i)].data();
   // Activation checkpointing: rebuild this block's activations from its kept input. Same inputs,
   // same code: bit-identical to the forward pass. Only the output (already kept) is discarded.
+  const bool experts = c_.moe_block(l);
   if (recompute_)
-    block_forward(a, s.dbtc.data(), x, p, d, reg, {s.partial.data(), s.full.data(), s.rows.data()});
+    block_forward(a, s.dbtc.data(), x, p, d, reg, {s.partial.data(), s.full.data(), s.rows.data()},
+                  experts);
 
   float* dres = s.dres.data();  // in: d(block output); out: d(block input)
   double* sum = s.dsum.data();
-  // out = res2 + fcproj(gelu(fc(ln2(res2)))): the MLP branch, last op first. Sequence
-  // parallelism gathers the rows of each gradient leaving a region, and re-gathers each
-  // column-parallel input instead of keeping it (as Megatron does).
-  L::matmul_backward(s.dfch.data(), g[FCPROJW].data(), g[FCPROJB].data(),
-                     reg.enter(dres, s.full.data()), a.fch_gelu.data(), p[FCPROJW].data(), N, d.Hl,
-                     C, accumulate, false, sum);
-  L::gelu_backward(s.dfch.data(), a.fch.data(), s.dfch.data(), size_t(N) * d.Hl);
-  L::matmul_backward(s.partial.data(), g[FCW].data(), g[FCB].data(), s.dfch.data(),
-                     reg.enter(a.ln2.data(), s.full.data()), p[FCW].data(), N, C, d.Hl, accumulate,
-                     false, sum);
-  // d(res2) = d(out) (residual path, already in dres) + the LayerNorm path, added in place.
-  L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(),
-                        reg.leave(s.partial.data(), s.rows.data()), a.res2.data(), p[LN2W].data(),
-                        a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate, sum);
+  if (experts) {  // out = res2 + experts(ln2(res2)): d(ln2) into partial, then as below
+    std::fill(s.partial.begin(), s.partial.end(), 0.0f);
+    moe::backward(s.partial.data(), g[ROUTERW].data(),
+                  {g[EFCW].data(), g[EFCB].data(), g[EFCPROJW].data(), g[EFCPROJB].data()}, dres,
+                  *a.moe, a.ln2.data(), p[ROUTERW].data(),
+                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()}, C,
+                  c_.aux_loss_coef * s.grad_scale, accumulate, *s.moe);
+    L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(), s.partial.data(), a.res2.data(),
+                          p[LN2W].data(), a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate,
+                          sum);
+  } else {
+    // out = res2 + fcproj(gelu(fc(ln2(res2)))): the MLP branch, last op first. Sequence
+    // parallelism gathers the rows of each gradient leaving a region, and re-gathers each
+    // column-parallel input instead of keeping it (as Megatron does).
+    L::matmul_backward(s.dfch.data(), g[FCPROJW].data(), g[FCPROJB].data(),
+                       reg.enter(dres, s.full.data()), a.fch_gelu.data(), p[FCPROJW].data(), N,
+                       d.Hl, C, accumulate, false, sum);
+    L::gelu_backward(s.dfch.data(), a.fch.data(), s.dfch.data(), size_t(N) * d.Hl);
+    L::matmul_backward(s.partial.data(), g[FCW].data(), g[FCB].data(), s.dfch.data(),
+                       reg.enter(a.ln2.data(), s.full.data()), p[FCW].data(), N, C, d.Hl,
+                       accumulate, false, sum);
+    // d(res2) = d(out) (residual path, already in dres) + the LayerNorm path, added in place.
+    L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(),
+                          reg.leave(s.partial.data(), s.rows.data()), a.res2.data(), p[LN2W].data(),
+                          a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate, sum);
+  }
   // res2 = x + proj(attention(qkv(ln1(x)))): the attention branch.
   L::matmul_backward(s.dbtc.data(), g[PROJW].data(), g[PROJB].data(),
                      reg.enter(dres, s.full.data()), a.atty.data(), p[PROJW].data(), N, d.Cl, C,

@@ -51,16 +51,28 @@ std::vector<strata::TensorSpec> param_specs(const Config& c) {
   std::vector<strata::TensorSpec> s;
   s.push_back({"wte", {V, C}, 0});
   s.push_back({"wpe", {T, C}, 0});
+  const size_t E = size_t(c.experts);
   for (int l = 0; l < c.layers; ++l) {
-    for (const auto& b : kBlock) {
-      std::vector<size_t> shape;
-      if (b.rows_in_c) shape.push_back(b.rows_in_c * C);
-      shape.push_back(b.cols_in_c * C);
+    auto add = [&](const char* tensor, std::vector<size_t> shape) {
       std::string name = "h";  // built piecewise: GCC 12 warns (-Wrestrict) on "h" + ... + "."
       name += std::to_string(l);
       name += '.';
-      name += b.name;
-      s.push_back({std::move(name), shape, 1 + l});
+      name += tensor;
+      s.push_back({std::move(name), std::move(shape), 1 + l});
+    };
+    for (const auto& b : kBlock) {
+      if (c.moe_block(l) && &b == &kBlock[FCW]) {  // the experts instead of the MLP
+        add("router_w", {E, C});
+        add("exp_fc_w", {E * 4 * C, C});
+        add("exp_fc_b", {E * 4 * C});
+        add("exp_fcproj_w", {E * C, 4 * C});
+        add("exp_fcproj_b", {E * C});
+        break;
+      }
+      std::vector<size_t> shape;
+      if (b.rows_in_c) shape.push_back(b.rows_in_c * C);
+      shape.push_back(b.cols_in_c * C);
+      add(b.name, shape);
     }
   }
   s.push_back({"lnf_w", {C}, c.layers + 1});

@@ -34,6 +34,10 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
                                 std::to_string(last_) + ") outside the model's " +
                                 std::to_string(c.layers));
   if (o.slots < 1) throw std::invalid_argument("gpt::Model: slots must be positive");
+  if (tp_ && c.experts > 0)
+    throw std::invalid_argument(
+        "gpt::Model: mixture of experts under tensor parallelism is not "
+        "built yet");
   if (tp_ && tp_->sequence_parallel() && c.ctx % tp_->size() != 0)
     throw std::invalid_argument("sequence parallelism: the sequence of " + std::to_string(c.ctx) +
                                 " positions does not divide by tp=" + std::to_string(tp_->size()));
@@ -50,15 +54,19 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
     sl.tokens.resize(N);
     sl.targets.resize(N);
     sl.res.assign(blocks + 1, std::vector<float>(Nl * C));
-    if (!recompute_)
-      for (size_t i = 0; i < blocks; ++i) sl.acts.emplace_back(d);
+    if (!recompute_) {
+      for (int l = first_; l < last_; ++l) sl.acts.emplace_back(d, !c.moe_block(l), c.moe_block(l));
+    }
     if (has_head()) {
       sl.lnf.resize(Nl * C), sl.lnf_mean.resize(Nl), sl.lnf_rstd.resize(Nl);
       sl.logits.resize(N * d.Vl), sl.probs.resize(N * d.Vl);
     }
   }
   s.cur = &s.slots[0];
-  if (recompute_) s.shared.emplace_back(d);
+  bool dense = false, experts = false;
+  for (int l = first_; l < last_; ++l) (c.moe_block(l) ? experts : dense) = true;
+  if (recompute_) s.shared.emplace_back(d, dense, experts);
+  if (experts) s.moe = std::make_unique<moe::Scratch>(d.N, d.C, d.E, d.k);
   s.dres.resize(Nl * C);
   s.dbtc.resize(N * C);
   s.partial.resize(N * C);
@@ -128,7 +136,7 @@ void Model::embed(std::span<const int> tokens, const Params& unit0) {
 namespace internal {
 
 void block_forward(BlockActs& a, float* out, const float* x, const Params& p, const Dims& d,
-                   const Regions& reg, const BlockScratch& s) {
+                   const Regions& reg, const BlockScratch& s, bool experts) {
   const int N = d.N, Nl = d.Nl, C = d.C;
   L::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, p[LN1W].data(),
                        p[LN1B].data(), Nl, C);
@@ -139,6 +147,13 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
   residual_add(a.res2.data(), x, p[PROJB].data(), reg.leave(s.partial, s.rows), Nl, C);
   L::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
                        p[LN2W].data(), p[LN2B].data(), Nl, C);
+  if (experts) {  // out = res2 + experts(ln2): every row here (no tensor parallelism)
+    moe::forward(*a.moe, s.partial, a.ln2.data(), p[ROUTERW].data(),
+                 {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()}, C,
+                 d.capacity);
+    for (size_t i = 0; i < size_t(N) * C; ++i) out[i] = a.res2[i] + s.partial[i];
+    return;
+  }
   L::matmul_forward(a.fch.data(), reg.enter(a.ln2.data(), s.full), p[FCW].data(), p[FCB].data(), N,
                     C, d.Hl);
   L::gelu_forward(a.fch_gelu.data(), a.fch.data(), size_t(N) * d.Hl);
@@ -153,9 +168,19 @@ void Model::block(int l, const Params& p) {
   check_unit("block", s_->shapes, 1 + l, p);
   State& s = *s_;
   const int i = l - first_;
-  block_forward(s.acts(i), s.cur->res[size_t(i) + 1].data(), s.cur->res[size_t(i)].data(), p, s.d,
-                Regions{tp_, s.d}, {s.partial.data(), s.full.data(), s.rows.data()});
+  BlockActs& a = s.acts(i);
+  block_forward(a, s.cur->res[size_t(i) + 1].data(), s.cur->res[size_t(i)].data(), p, s.d,
+                Regions{tp_, s.d}, {s.partial.data(), s.full.data(), s.rows.data()},
+                c_.moe_block(l));
+  if (i == 0) s.cur->aux = 0, s.cur->dropped = 0;
+  if (c_.moe_block(l)) {
+    s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux;
+    s.cur->dropped += a.moe->r.dropped;
+  }
 }
+
+float Model::aux_loss() const { return float(s_->cur->aux); }
+long Model::dropped() const { return s_->cur->dropped; }
 
 float Model::head(std::span<const int> targets, const Params& lnf, std::span<const float> wte) {
   check_part("head", has_head(), "head");

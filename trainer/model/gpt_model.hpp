@@ -9,6 +9,9 @@
 //   unit 1 + l      block l:    ln1_w [C], ln1_b [C], attn_w [3C, C], attn_b [3C],
 //                               proj_w [C, C], proj_b [C], ln2_w [C], ln2_b [C],
 //                               fc_w [4C, C], fc_b [4C], fcproj_w [C, 4C], fcproj_b [C]
+//                   (a mixture-of-experts block: its MLP's four tensors give way to router_w
+//                   [E, C], exp_fc_w [E 4C, C], exp_fc_b [E 4C], exp_fcproj_w [E C, 4C],
+//                   exp_fcproj_b [E C]: the E experts' MLPs stacked)
 //   unit L + 1      final LayerNorm: lnf_w [C], lnf_b [C]
 // The output head is tied to wte (logits = lnf(x) wte^T), so the head reads unit 0 again.
 #pragma once
@@ -31,6 +34,16 @@ struct Config {
   int layers = 2;  ///< L
   int heads = 2;   ///< C must divide by heads
   int embd = 32;   ///< C
+  /// Mixture of experts (model/moe.hpp): E experts (0: none) replace the MLP of every
+  /// `moe_every`-th block (block l when l % moe_every == 0, as Megatron's layer frequency), each
+  /// token taking `top_k` of them; `capacity_factor` > 0 caps each expert's share of a
+  /// sequence's assignments (0: dropless); the load-balancing loss weighs `aux_loss_coef`.
+  int experts = 0;
+  int top_k = 2;
+  int moe_every = 1;
+  double capacity_factor = 0;
+  float aux_loss_coef = 0.01f;
+  bool moe_block(int l) const { return experts > 0 && l % moe_every == 0; }
   /// "tiny" (tests: trains in seconds) or "small" (the main job: a few million parameters).
   /// Throws std::invalid_argument naming the unknown configuration.
   static Config named(const std::string& name);
@@ -109,6 +122,12 @@ class Model {
   /// computed (sampling) and the result is NaN; head_backward then throws.
   /// Spans of the wrong size and token ids outside [0, V) throw std::invalid_argument.
   float head(std::span<const int> targets, const Params& lnf, std::span<const float> wte);
+  /// The load-balancing loss of this part's mixture-of-experts blocks in the selected slot's last
+  /// forward (aux_loss_coef included; 0 without experts): the training loss is head() plus it.
+  float aux_loss() const;
+  /// Assignments the capacity dropped in the selected slot's last forward, over this part's
+  /// mixture-of-experts blocks.
+  long dropped() const;
 
   void head_backward(const Params& lnf, std::span<const float> wte, const Grads& lnf_grad,
                      std::span<float> wte_grad, float grad_scale, bool accumulate);

@@ -4,6 +4,8 @@
 // the parallel regions and the argument checks. Only model/ includes it.
 #pragma once
 
+#include <algorithm>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "model/gpt_layers.hpp"
 #include "model/gpt_model.hpp"
+#include "model/moe.hpp"
 
 namespace gpt {
 namespace internal {
@@ -29,6 +32,8 @@ constexpr BlockTensor kBlock[] = {{"ln1_w", 0, 1},  {"ln1_b", 0, 1},    {"attn_w
 constexpr int kBlockTensors = 12;
 // Indices into a block unit's Params.
 enum { LN1W, LN1B, ATTNW, ATTNB, PROJW, PROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
+// A mixture-of-experts block's MLP tensors instead (after LN2B; param_specs gives the shapes).
+enum { ROUTERW = LN2B + 1, EFCW, EFCB, EFCPROJW, EFCPROJB };
 
 inline void check_config(const Config& c) {
   if (c.vocab < 1 || c.ctx < 1 || c.layers < 1 || c.heads < 1 || c.embd < 1)
@@ -36,6 +41,13 @@ inline void check_config(const Config& c) {
   if (c.embd % c.heads != 0)
     throw std::invalid_argument("gpt::Config: embd " + std::to_string(c.embd) +
                                 " does not divide by heads " + std::to_string(c.heads));
+  if (c.experts < 0 || c.moe_every < 1 || !(c.capacity_factor >= 0) || !(c.aux_loss_coef >= 0))
+    throw std::invalid_argument(
+        "gpt::Config: experts, capacity and the aux loss coefficient must be >= 0, moe_every >= 1");
+  if (c.experts > 0 && (c.top_k < 1 || c.top_k > std::min(c.experts, moe::kMaxTopK)))
+    throw std::invalid_argument("gpt::Config: top-k " + std::to_string(c.top_k) +
+                                " must be between 1 and the experts (" + std::to_string(c.experts) +
+                                ")");
 }
 
 /// Sets OpenBLAS to STRATA_GPT_BLAS_THREADS threads (default 1) unless set_blas_threads was
@@ -49,6 +61,8 @@ struct Dims {
   int B, T, C, N, Nl;  // sequences, positions, channels, rows, rows held in the residual regions
   int Cl, NHl, Hl;     // attention width and heads, MLP width of this rank
   int V, Vl, vfirst;   // vocabulary, this rank's share of the padded vocabulary, its first id
+  int E, k;            // experts and experts per token (mixture-of-experts blocks)
+  double capacity;     // their capacity factor (0: dropless)
 };
 
 inline Dims dims_of(const Config& c, int B, ModelParallel* tp) {
@@ -58,6 +72,7 @@ inline Dims dims_of(const Config& c, int B, ModelParallel* tp) {
   d.Nl = tp ? int(tp->local_rows(B, c.ctx)) : d.N;
   d.Cl = c.embd / t, d.NHl = c.heads / t, d.Hl = 4 * c.embd / t;
   d.V = c.vocab, d.Vl = tp ? tp->vocab_share(c.vocab) : c.vocab, d.vfirst = r * d.Vl;
+  d.E = c.experts, d.k = c.top_k, d.capacity = c.capacity_factor;
   return d;
 }
 
@@ -71,9 +86,12 @@ struct BlockActs {
   std::vector<float> atty;                     // [N, Cl] attention output before the projection
   std::vector<float> res2;                     // [Nl, C] residual after attention
   std::vector<float> ln2, ln2_mean, ln2_rstd;  // [Nl, C], [Nl], [Nl]
-  std::vector<float> fch, fch_gelu;            // [N, Hl]
+  std::vector<float> fch, fch_gelu;            // [N, Hl]: the MLP's (none in a MoE block)
+  std::unique_ptr<moe::Acts> moe;              // a mixture-of-experts block's
 
-  explicit BlockActs(const Dims& d)
+  // `mlp`: the block has the dense MLP; `experts`: a mixture of experts (recompute's shared set
+  // may need both).
+  BlockActs(const Dims& d, bool mlp, bool experts)
       : ln1(size_t(d.Nl) * d.C),
         ln1_mean(d.Nl),
         ln1_rstd(d.Nl),
@@ -84,14 +102,15 @@ struct BlockActs {
         ln2(size_t(d.Nl) * d.C),
         ln2_mean(d.Nl),
         ln2_rstd(d.Nl),
-        fch(size_t(d.N) * d.Hl),
-        fch_gelu(size_t(d.N) * d.Hl) {}
+        fch(mlp ? size_t(d.N) * d.Hl : 0),
+        fch_gelu(fch.size()),
+        moe(experts ? std::make_unique<moe::Acts>(d.B, d.T, d.C, d.E, d.k) : nullptr) {}
   size_t bytes() const {
     size_t n = 0;
     for (const auto* v : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &att, &atty, &res2, &ln2, &ln2_mean,
                           &ln2_rstd, &fch, &fch_gelu})
       n += v->size();
-    return n * sizeof(float);
+    return n * sizeof(float) + (moe ? moe->bytes() : 0);
   }
 };
 
@@ -104,6 +123,8 @@ struct Slot {
   std::vector<BlockActs> acts;          // one per block, none with recompute
   std::vector<float> lnf, lnf_mean, lnf_rstd;  // head only: [Nl, C], [Nl], [Nl]
   std::vector<float> logits, probs;            // head only: [N, Vl]
+  double aux = 0;    // the MoE blocks' load-balancing loss in the last forward (coef included)
+  long dropped = 0;  // ... and the assignments their capacity dropped
   size_t bytes() const {
     size_t n = (tokens.size() + targets.size()) * sizeof(int);
     for (const auto& r : res) n += r.size() * sizeof(float);
@@ -148,15 +169,17 @@ struct Model::State {
   Slot* cur = nullptr;
   std::vector<BlockActs> shared;  // recompute: the one set every block refills
   // Backward scratch, shared by all layers and slots.
-  std::vector<float> dres;        // [Nl, C]: gradient of the residual stream
-  std::vector<float> dbtc;        // [N, C]: the attention output's gradient; a discard
-  std::vector<float> partial;     // [N, C]: a row-parallel product before its reduction
-  std::vector<float> full, rows;  // sequence parallelism: [N, C] gathered, [Nl, C] reduced
-  std::vector<float> dqkv;        // [N, 3 Cl]
-  std::vector<float> dfch;        // [N, Hl]
-  std::vector<float> dlogits;     // [N, Vl]
-  std::vector<float> datt;        // [T, T]
-  std::vector<double> dsum;       // sums over rows: max(T*C, 4C)
+  std::vector<float> dres;            // [Nl, C]: gradient of the residual stream
+  std::vector<float> dbtc;            // [N, C]: the attention output's gradient; a discard
+  std::vector<float> partial;         // [N, C]: a row-parallel product before its reduction
+  std::vector<float> full, rows;      // sequence parallelism: [N, C] gathered, [Nl, C] reduced
+  std::vector<float> dqkv;            // [N, 3 Cl]
+  std::vector<float> dfch;            // [N, Hl]
+  std::vector<float> dlogits;         // [N, Vl]
+  std::vector<float> datt;            // [T, T]
+  std::vector<double> dsum;           // sums over rows: max(T*C, 4C)
+  std::unique_ptr<moe::Scratch> moe;  // mixture-of-experts blocks' backward scratch
+  float grad_scale = 1;               // head_backward's: the auxiliary loss's gradient takes it
 
   explicit State(const Dims& dims) : d(dims) {}
   BlockActs& acts(int i) { return shared.empty() ? cur->acts[size_t(i)] : shared[0]; }
@@ -219,9 +242,10 @@ struct BlockScratch {
 
 // One block's forward from its input x [Nl, C] into out [Nl, C], keeping what backward needs in
 // a. Column-parallel matmuls take all rows (entering), row-parallel ones leave partial sums
-// that are reduced before the bias and the residual are added.
+// that are reduced before the bias and the residual are added. A mixture-of-experts block
+// (`moe`) routes ln2's rows to its experts instead of the MLP (no tensor parallelism).
 void block_forward(BlockActs& a, float* out, const float* x, const Params& p, const Dims& d,
-                   const Regions& reg, const BlockScratch& s);
+                   const Regions& reg, const BlockScratch& s, bool moe);
 
 }  // namespace internal
 }  // namespace gpt

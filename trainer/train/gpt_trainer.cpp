@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "model/moe.hpp"
 #include "strata/store.hpp"
 #include "train/trainer_impl.hpp"
 
@@ -60,6 +61,12 @@ void check_layout(const TrainOptions& o, int ranks) {
   if (c.heads % o.tp != 0)
     refuse("--tp " + std::to_string(o.tp) + " does not divide the " + std::to_string(c.heads) +
            " heads");
+  if (c.experts > 0 && c.top_k > std::min(c.experts, moe::kMaxTopK))
+    refuse("--top-k " + std::to_string(c.top_k) + " exceeds --experts " +
+           std::to_string(c.experts) + " (a token takes k distinct experts, at most " +
+           std::to_string(moe::kMaxTopK) + ")");
+  if (c.experts > 0 && (o.tp > 1 || o.pp > 1))
+    refuse("--experts with --tp or --pp: not built yet (expert parallelism comes first)");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
   if (o.sp && c.ctx % o.tp != 0)
     refuse("--sp: the sequence of " + std::to_string(c.ctx) +

@@ -10,7 +10,8 @@ namespace gpt {
 namespace {
 
 constexpr char kMagic[] = "STRATAGPT";
-constexpr uint32_t kVersion = 1;
+// 2: the mixture of experts' shape (experts, moe_every) after the dimensions; 1 had none.
+constexpr uint32_t kVersion = 2;
 const char kFile[] = "gpt-checkpoint.bin";
 
 class Writer {
@@ -79,7 +80,8 @@ void write_checkpoint(const std::string& dir, const WholeState& s) {
   w.bytes(kMagic, sizeof kMagic - 1);
   w.put(kVersion);
   w.put(s.step);
-  for (int x : {s.model.vocab, s.model.ctx, s.model.layers, s.model.heads, s.model.embd})
+  for (int x : {s.model.vocab, s.model.ctx, s.model.layers, s.model.heads, s.model.embd,
+                s.model.experts, s.model.moe_every})
     w.put(int32_t(x));
   w.put(uint32_t(specs.size()));
   for (const auto& t : specs) {
@@ -113,12 +115,19 @@ WholeState read_checkpoint(const std::string& dir) {
   char magic[sizeof kMagic - 1];
   r.bytes(magic, sizeof magic);
   if (std::memcmp(magic, kMagic, sizeof magic) != 0) r.fail("not a strata-gpt checkpoint");
-  if (const auto v = r.get<uint32_t>(); v != kVersion)
-    r.fail("version " + std::to_string(v) + ", this build reads " + std::to_string(kVersion));
+  const auto version = r.get<uint32_t>();
+  if (version < 1 || version > kVersion)
+    r.fail("version " + std::to_string(version) + ", this build reads 1 to " +
+           std::to_string(kVersion));
   WholeState s;
   s.step = r.get<int64_t>();
   for (int* x : {&s.model.vocab, &s.model.ctx, &s.model.layers, &s.model.heads, &s.model.embd})
     *x = r.get<int32_t>();
+  if (version >= 2) {
+    s.model.experts = r.get<int32_t>();
+    s.model.moe_every = r.get<int32_t>();
+    if (s.model.experts < 0 || s.model.moe_every < 1) r.fail("bad mixture-of-experts shape");
+  }
   const auto specs = param_specs(s.model);
   if (r.get<uint32_t>() != specs.size()) r.fail("tensor count differs from its configuration");
   size_t total = 0;

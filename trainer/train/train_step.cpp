@@ -63,7 +63,8 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
   load_batch(split, step, micro_id);
   engine.gather(wu);
   engine.gather(size_t(unit_of[size_t(head)]));
-  const float loss = model.head(targets, unit_params(head), wte());
+  // The training loss: the cross-entropy and the experts' load-balancing loss, if any.
+  const float loss = model.head(targets, unit_params(head), wte()) + model.aux_loss();
   engine.release(size_t(unit_of[size_t(head)]));
   engine.release(wu);
   return loss;

@@ -103,11 +103,13 @@ void Trainer::load(const std::string& dir) {
   const WholeState w = read_checkpoint(dir);
   const Config& c = I.o.model;
   if (w.model.vocab != c.vocab || w.model.ctx != c.ctx || w.model.layers != c.layers ||
-      w.model.heads != c.heads || w.model.embd != c.embd)
+      w.model.heads != c.heads || w.model.embd != c.embd || w.model.experts != c.experts ||
+      (c.experts > 0 && w.model.moe_every != c.moe_every))
     throw std::invalid_argument(
         "checkpoint " + dir + " holds another model (L " + std::to_string(w.model.layers) + ", H " +
         std::to_string(w.model.heads) + ", C " + std::to_string(w.model.embd) + ", T " +
-        std::to_string(w.model.ctx) + ", V " + std::to_string(w.model.vocab) + ")");
+        std::to_string(w.model.ctx) + ", V " + std::to_string(w.model.vocab) + ", experts " +
+        std::to_string(w.model.experts) + " every " + std::to_string(w.model.moe_every) + ")");
   const auto specs = param_specs(c);
   const std::vector<size_t> offset = offsets(specs);
   const int tpr = I.tp ? I.tp->rank() : 0;

@@ -72,12 +72,17 @@ Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   // biases split over tp.
   const size_t block =
       4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
+  // A mixture-of-experts block (no tensor parallelism yet): the attention as above, the router
+  // [E, C] and E experts of the MLP's 8C^2 + 5C.
+  const size_t E = size_t(c.experts);
+  const size_t experts_block =
+      4 * C + C + 3 * C * C + 3 * C + C * C + E * C + E * (8 * C * C + 5 * C);
   auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
   Memory r;
   bool head_here = false, embed_here = false;
   for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
     if (embed) r.params += padded(wte + T * C);
-    r.params += size_t(last - first) * padded(block);
+    for (int l = first; l < last; ++l) r.params += padded(c.moe_block(l) ? experts_block : block);
     if (head) r.params += padded(2 * C);
     head_here |= head, embed_here |= embed;
   });
