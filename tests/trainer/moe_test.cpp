@@ -127,7 +127,7 @@ void check_gradients(int B, int T, int C, int E, int k, double cap, uint32_t see
   gpt::moe::Acts a(B, T, C, E, k);
   const gpt::moe::Experts ex{w1.data(), b1.data(), w2.data(), b2.data()};
   vector<float> out(size_t(N) * C);
-  gpt::moe::forward(a, out.data(), x.data(), router.data(), ex, C, cap);
+  gpt::moe::forward(a, out.data(), x.data(), router.data(), ex, cap);
   double loss = coef * a.r.aux;
   for (size_t i = 0; i < out.size(); ++i) loss += double(dout[i]) * out[i];
   EXPECT_NEAR(loss, ref_loss(P, B, T, cap, coef), 1e-4 * std::abs(loss) + 1e-5);
@@ -137,9 +137,9 @@ void check_gradients(int B, int T, int C, int E, int k, double cap, uint32_t see
 
   vector<float> dx(x.size(), 0.0f), drouter(router.size()), dw1(w1.size()), db1(b1.size()),
       dw2(w2.size()), db2(b2.size());
-  gpt::moe::Scratch s(N, C, E, k);
+  gpt::moe::Scratch s(B, T, C, E, k);
   gpt::moe::backward(dx.data(), drouter.data(), {dw1.data(), db1.data(), dw2.data(), db2.data()},
-                     dout.data(), a, x.data(), router.data(), ex, C, float(coef), false, s);
+                     dout.data(), a, x.data(), router.data(), ex, float(coef), false, s);
   auto numeric = [&](vector<double>& v) {
     vector<double> g(v.size());
     for (size_t i = 0; i < v.size(); ++i) {

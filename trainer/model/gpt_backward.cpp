@@ -71,7 +71,7 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
     moe::backward(s.partial.data(), g[ROUTERW].data(),
                   {g[EFCW].data(), g[EFCB].data(), g[EFCPROJW].data(), g[EFCPROJB].data()}, dres,
                   *a.moe, a.ln2.data(), p[ROUTERW].data(),
-                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()}, C,
+                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
                   c_.aux_loss_coef * s.grad_scale, accumulate, *s.moe);
     L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(), s.partial.data(), a.res2.data(),
                           p[LN2W].data(), a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate,

@@ -66,7 +66,7 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
   bool dense = false, experts = false;
   for (int l = first_; l < last_; ++l) (c.moe_block(l) ? experts : dense) = true;
   if (recompute_) s.shared.emplace_back(d, dense, experts);
-  if (experts) s.moe = std::make_unique<moe::Scratch>(d.N, d.C, d.E, d.k);
+  if (experts) s.moe = std::make_unique<moe::Scratch>(d.B, d.T, d.C, d.E, d.k);
   s.dres.resize(Nl * C);
   s.dbtc.resize(N * C);
   s.partial.resize(N * C);
@@ -149,7 +149,7 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
                        p[LN2W].data(), p[LN2B].data(), Nl, C);
   if (experts) {  // out = res2 + experts(ln2): every row here (no tensor parallelism)
     moe::forward(*a.moe, s.partial, a.ln2.data(), p[ROUTERW].data(),
-                 {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()}, C,
+                 {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
                  d.capacity);
     for (size_t i = 0; i < size_t(N) * C; ++i) out[i] = a.res2[i] + s.partial[i];
     return;

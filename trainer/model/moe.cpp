@@ -94,50 +94,131 @@ void order(Order& o, const Routing& r) {
   }
 }
 
-Acts::Acts(int B_, int T_, int C_, int E_, int k_)
+namespace {
+
+// Every expert on this rank: the rows stay.
+class Local final : public Exchange {
+ public:
+  int size() const override { return 1; }
+  void counts(const std::vector<int32_t>& mine, std::vector<int32_t>& theirs) override {
+    theirs = mine;
+  }
+  void rows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+            const std::vector<size_t>&, int width) override {
+    std::memcpy(recv, send, sizeof(float) * send_rows[0] * size_t(width));
+  }
+};
+
+Exchange& or_local(Exchange* ex) {
+  static thread_local Local local;
+  return ex ? *ex : local;
+}
+
+// Rows `rows` of `width` floats, from src's row map[q] to dst's row q (or the reverse).
+void gather_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
+                 int width) {
+  for (size_t q = 0; q < rows; ++q)
+    std::memcpy(dst + q * width, src + size_t(map[q]) * width, sizeof(float) * width);
+}
+void scatter_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
+                  int width) {
+  for (size_t q = 0; q < rows; ++q)
+    std::memcpy(dst + size_t(map[q]) * width, src + q * width, sizeof(float) * width);
+}
+
+// The exchange's layout for routing `o` (experts in rank order, El per rank): what goes to each
+// rank, what comes from each, and where each of my experts' rows sit among those that came.
+// Rows arrive by source rank, each source's by expert; my expert l's rows are taken from every
+// source in rank order, so an expert sees its rows in the order one rank holding every token
+// would (the ranks' tokens are consecutive slices of the batch).
+void lay_out(Acts& a, Exchange& ex) {
+  const int P = ex.size(), El = a.E / P;
+  a.sent.assign(size_t(a.E), 0);
+  for (int e = 0; e < a.E; ++e) a.sent[size_t(e)] = a.o.first[size_t(e) + 1] - a.o.first[size_t(e)];
+  for (int j = 0; j < P; ++j)
+    a.to_rank[size_t(j)] = size_t(a.o.first[size_t(j + 1) * El] - a.o.first[size_t(j) * El]);
+  ex.counts(a.sent, a.from);
+  std::vector<size_t> start(size_t(P) + 1, 0);  // each source's first row in recv
+  for (int i = 0; i < P; ++i) {
+    a.from_rank[size_t(i)] = 0;
+    for (int l = 0; l < El; ++l) a.from_rank[size_t(i)] += size_t(a.from[size_t(i) * El + l]);
+    start[size_t(i) + 1] = start[size_t(i)] + a.from_rank[size_t(i)];
+  }
+  a.lfirst.assign(size_t(El) + 1, 0);
+  a.perm.resize(start[size_t(P)]);
+  size_t q = 0;
+  for (int l = 0; l < El; ++l) {
+    for (int i = 0; i < P; ++i) {
+      size_t at = start[size_t(i)];
+      for (int m = 0; m < l; ++m) at += size_t(a.from[size_t(i) * El + m]);
+      for (int32_t n = 0; n < a.from[size_t(i) * El + l]; ++n) a.perm[q++] = int(at + size_t(n));
+    }
+    a.lfirst[size_t(l) + 1] = int(q);
+  }
+}
+
+}  // namespace
+
+Acts::Acts(int B_, int T_, int C_, int E_, int k_, int ranks_)
     : B(B_),
       T(T_),
       C(C_),
       E(E_),
       k(k_),
-      logits(size_t(B) * T * E),
-      xin(size_t(B) * T * k * C),
-      h(size_t(B) * T * k * 4 * C),
+      ranks(ranks_),
+      logits(size_t(B_) * T_ * E_),
+      xin(size_t(B_) * T_ * k_ * C_),
+      y(xin.size()),
+      recv(xin.size() * size_t(ranks_)),
+      ein(recv.size()),
+      h(recv.size() * 4),
       hg(h.size()),
-      y(xin.size()) {}
+      ey(recv.size()),
+      to_rank(size_t(ranks_)),
+      from_rank(size_t(ranks_)) {}
 
 size_t Acts::bytes() const {
-  return (logits.size() + xin.size() + h.size() + hg.size() + y.size() + r.probs.size() +
-          r.gate.size()) *
-             sizeof(float) +
-         (r.expert.size() + o.slot.size() + o.pos.size()) * sizeof(int);
+  size_t n = 0;
+  for (const auto* v : {&logits, &xin, &y, &recv, &ein, &h, &hg, &ey, &r.probs, &r.gate})
+    n += v->size() * sizeof(float);
+  return n + (r.expert.size() + o.slot.size() + o.pos.size() + perm.size()) * sizeof(int);
 }
 
-Scratch::Scratch(int N, int C, int E, int k)
-    : dy(size_t(N) * k * C),
-      dh(size_t(N) * k * 4 * C),
-      dlogits(size_t(N) * E),
+Scratch::Scratch(int B, int T, int C, int E, int k, int ranks)
+    : dy(size_t(B) * T * k * C),
+      drecv(dy.size() * size_t(ranks)),
+      dey(drecv.size()),
+      dh(drecv.size() * 4),
+      dlogits(size_t(B) * T * E),
       sum(size_t(std::max(4 * C, E))) {}
 
-void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p, int C,
-             double capacity) {
+void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p,
+             double capacity, Exchange* exchange) {
+  Exchange& ex = or_local(exchange);
   Routing& r = a.r;
-  const int B = a.B, T = a.T, E = a.E, k = a.k, N = B * T, H = 4 * C;
+  const int C = a.C, E = a.E, k = a.k, N = a.B * a.T, H = 4 * C;
   L::matmul_forward(a.logits.data(), x, router_w, nullptr, N, C, E);
-  route(r, a.logits.data(), B, T, E, k, capacity);
+  route(r, a.logits.data(), a.B, a.T, E, k, capacity);
   order(a.o, r);
   for (size_t q = 0; q < a.o.slot.size(); ++q)
     std::memcpy(&a.xin[q * C], x + size_t(a.o.slot[q] / k) * C, sizeof(float) * C);
-  for (int e = 0; e < E; ++e) {
-    const int f = a.o.first[size_t(e)], m = a.o.first[size_t(e) + 1] - f;
+  // Dispatch: the rows to their experts' ranks, then by expert.
+  lay_out(a, ex);
+  ex.rows(a.xin.data(), a.to_rank, a.recv.data(), a.from_rank, C);
+  gather_rows(a.ein.data(), a.recv.data(), a.perm, a.perm.size(), C);
+  for (int l = 0; l + 1 < int(a.lfirst.size()); ++l) {
+    const int f = a.lfirst[size_t(l)], m = a.lfirst[size_t(l) + 1] - f;
     if (m == 0) continue;
     float* h = &a.h[size_t(f) * H];
-    L::matmul_forward(h, &a.xin[size_t(f) * C], p.fc_w + size_t(e) * H * C, p.fc_b + size_t(e) * H,
+    L::matmul_forward(h, &a.ein[size_t(f) * C], p.fc_w + size_t(l) * H * C, p.fc_b + size_t(l) * H,
                       m, C, H);
     L::gelu_forward(&a.hg[size_t(f) * H], h, size_t(m) * H);
-    L::matmul_forward(&a.y[size_t(f) * C], &a.hg[size_t(f) * H], p.fcproj_w + size_t(e) * C * H,
-                      p.fcproj_b + size_t(e) * C, m, H, C);
+    L::matmul_forward(&a.ey[size_t(f) * C], &a.hg[size_t(f) * H], p.fcproj_w + size_t(l) * C * H,
+                      p.fcproj_b + size_t(l) * C, m, H, C);
   }
+  // Combine: the outputs back to the ranks that sent the rows, in the order they were sent.
+  scatter_rows(a.recv.data(), a.ey.data(), a.perm, a.perm.size(), C);
+  ex.rows(a.recv.data(), a.from_rank, a.y.data(), a.to_rank, C);
   // Each token's experts in the order chosen, so a row's sum never depends on the others.
   for (int n = 0; n < N; ++n) {
     float* o = out + size_t(n) * C;
@@ -153,10 +234,11 @@ void forward(Acts& a, float* out, const float* x, const float* router_w, const E
 }
 
 void backward(float* dx, float* drouter_w, const ExpertGrads& g, const float* dout, const Acts& a,
-              const float* x, const float* router_w, const Experts& p, int C, float aux_scale,
-              bool accumulate, Scratch& s) {
+              const float* x, const float* router_w, const Experts& p, float aux_scale,
+              bool accumulate, Scratch& s, Exchange* exchange) {
+  Exchange& ex = or_local(exchange);
   const Routing& r = a.r;
-  const int B = r.B, T = r.T, E = r.E, k = r.k, N = B * T, H = 4 * C;
+  const int B = r.B, T = r.T, E = r.E, k = r.k, N = B * T, C = a.C, H = 4 * C;
   // The combine: d(expert output row) = gate dout; d(gate) = <expert output row, dout>, turned
   // at once into d(probabilities) through the gates' renormalisation.
   std::vector<float>& dp = s.dlogits;  // [N, E]: d(probabilities), then d(logits)
@@ -190,13 +272,15 @@ void backward(float* dx, float* drouter_w, const ExpertGrads& g, const float* do
     for (int e = 0; e < E; ++e)
       dp[size_t(n) * E + e] += aux_scale * float(double(E) * load[e] / (double(T) * k) / N);
   }
-  // The experts, each over its rows; dy's rows become the experts' input gradients.
-  for (int e = 0; e < E; ++e) {
-    const int f = a.o.first[size_t(e)], m = a.o.first[size_t(e) + 1] - f;
-    float* gw1 = g.fc_w + size_t(e) * H * C;
-    float* gb1 = g.fc_b + size_t(e) * H;
-    float* gw2 = g.fcproj_w + size_t(e) * C * H;
-    float* gb2 = g.fcproj_b + size_t(e) * C;
+  // The rows' gradients to the experts, as the rows went; through each of my experts; back.
+  ex.rows(s.dy.data(), a.to_rank, s.drecv.data(), a.from_rank, C);
+  gather_rows(s.dey.data(), s.drecv.data(), a.perm, a.perm.size(), C);
+  for (int l = 0; l + 1 < int(a.lfirst.size()); ++l) {
+    const int f = a.lfirst[size_t(l)], m = a.lfirst[size_t(l) + 1] - f;
+    float* gw1 = g.fc_w + size_t(l) * H * C;
+    float* gb1 = g.fc_b + size_t(l) * H;
+    float* gw2 = g.fcproj_w + size_t(l) * C * H;
+    float* gb2 = g.fcproj_b + size_t(l) * C;
     if (m == 0) {  // no rows: its gradient is zero
       if (!accumulate) {
         std::fill(gw1, gw1 + size_t(H) * C, 0.0f), std::fill(gb1, gb1 + H, 0.0f);
@@ -205,13 +289,15 @@ void backward(float* dx, float* drouter_w, const ExpertGrads& g, const float* do
       continue;
     }
     float* dh = &s.dh[size_t(f) * H];
-    float* dy = &s.dy[size_t(f) * C];
-    L::matmul_backward(dh, gw2, gb2, dy, &a.hg[size_t(f) * H], p.fcproj_w + size_t(e) * C * H, m, H,
+    float* dy = &s.dey[size_t(f) * C];  // in: d(output rows); out: d(input rows)
+    L::matmul_backward(dh, gw2, gb2, dy, &a.hg[size_t(f) * H], p.fcproj_w + size_t(l) * C * H, m, H,
                        C, accumulate, false, s.sum.data());
     L::gelu_backward(dh, &a.h[size_t(f) * H], dh, size_t(m) * H);
-    L::matmul_backward(dy, gw1, gb1, dh, &a.xin[size_t(f) * C], p.fc_w + size_t(e) * H * C, m, C, H,
+    L::matmul_backward(dy, gw1, gb1, dh, &a.ein[size_t(f) * C], p.fc_w + size_t(l) * H * C, m, C, H,
                        accumulate, false, s.sum.data());
   }
+  scatter_rows(s.drecv.data(), s.dey.data(), a.perm, a.perm.size(), C);
+  ex.rows(s.drecv.data(), a.from_rank, s.dy.data(), a.to_rank, C);
   for (int n = 0; n < N; ++n) {
     float* d = dx + size_t(n) * C;
     for (int j = 0; j < k; ++j) {

@@ -49,44 +49,69 @@ struct Order {
 };
 void order(Order& o, const Routing& r);
 
-/// The experts' parameters, stacked: expert e's fc_w is rows [e 4C, (e + 1) 4C) of fc_w.
+/// Where the experts are: every rank of an expert-parallel group holds E / size() of them
+/// (experts in rank order), and rows travel to them and back through this (parallel/
+/// expert_parallel.hpp implements it over the ep group); null: every expert is local.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual int size() const = 0;
+  /// `mine` [E]: the rows this rank sends each expert; `theirs` [size() * E / size()] receives at
+  /// i * (E / size()) + l the rows rank i sends my l-th expert.
+  virtual void counts(const std::vector<int32_t>& mine, std::vector<int32_t>& theirs) = 0;
+  /// Sends send_rows[j] rows of `width` floats to rank j (consecutive in `send`, ranks in order)
+  /// and receives recv_rows[i] rows from rank i into `recv` (ranks in order).
+  virtual void rows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+                    const std::vector<size_t>& recv_rows, int width) = 0;
+};
+
+/// This rank's experts' parameters, stacked: its l-th expert's fc_w is rows [l 4C, (l + 1) 4C)
+/// of fc_w (E / size() experts under an Exchange, all E without).
 struct Experts {
-  const float *fc_w, *fc_b, *fcproj_w, *fcproj_b;  // [E 4C, C], [E 4C], [E C, 4C], [E C]
+  const float *fc_w, *fc_b, *fcproj_w, *fcproj_b;  // [El 4C, C], [El 4C], [El C, 4C], [El C]
 };
 struct ExpertGrads {
   float *fc_w, *fc_b, *fcproj_w, *fcproj_b;
 };
 
 /// One MoE layer's activations on N rows of C channels (hidden H = 4C), sized once for the
-/// most assignments it can hold (N k), so the passes allocate nothing.
+/// most assignments it can hold, so the passes allocate nothing: N k rows leave this rank, and
+/// its experts may receive N k rows from each of `ranks` ranks.
 struct Acts {
-  int B, T, C, E, k;
+  int B, T, C, E, k, ranks;
   Routing r;
   Order o;
   std::vector<float> logits;      // [N, E]
-  std::vector<float> xin, h, hg;  // [N k, C], [N k, H], [N k, H]: the experts' rows
-  std::vector<float> y;           // [N k, C]: the experts' outputs
-  Acts(int B, int T, int C, int E, int k);
+  std::vector<float> xin, y;      // [N k, C]: the rows sent (in Order), their outputs back
+  std::vector<float> recv;        // [ranks N k, C]: rows as they arrive, by source rank
+  std::vector<float> ein, h, hg;  // [ranks N k, C or H]: my experts' rows, by expert
+  std::vector<float> ey;          // [ranks N k, C]: their outputs
+  // The exchange's layout: rows to and from each rank, rows from each rank for each of my
+  // experts, where each of my experts' rows start in ein, and ein's row q is recv's perm[q].
+  std::vector<size_t> to_rank, from_rank;
+  std::vector<int32_t> sent, from;
+  std::vector<int> lfirst, perm;
+  Acts(int B, int T, int C, int E, int k, int ranks = 1);
   size_t bytes() const;
 };
 
 /// out[N, C] = sum over kept assignments of gate times the expert's MLP of x's row; x [N, C] is
 /// the LayerNorm's output, router_w [E, C].
-void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p, int C,
-             double capacity);
+void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p,
+             double capacity, Exchange* ex = nullptr);
 
-/// Scratch of backward: dy rows, dh rows [N k, max(C, H)] each, the router's gradients.
+/// Scratch of backward for the Acts of the same arguments (R = ranks N k rows).
 struct Scratch {
-  std::vector<float> dy, dh, dlogits;  // [N k, C], [N k, H], [N, E]
-  std::vector<double> sum;             // [max(4C, E)]
-  Scratch(int N, int C, int E, int k);
+  std::vector<float> dy, drecv, dey, dh, dlogits;  // [N k, C], [R, C], [R, C], [R, H], [N, E]
+  std::vector<double> sum;                         // [max(4C, E)]
+  Scratch(int B, int T, int C, int E, int k, int ranks = 1);
 };
 
 /// dx[N, C] += the gradient through the layer of dout [N, C] (and the auxiliary loss, weighted
-/// `aux_scale`: coef times the loss's scale); parameter gradients written, or added with
-/// `accumulate`.
+/// `aux_scale`: coef times the loss's scale); parameter gradients (the router's, this rank's
+/// experts') written, or added with `accumulate`.
 void backward(float* dx, float* drouter_w, const ExpertGrads& g, const float* dout, const Acts& a,
-              const float* x, const float* router_w, const Experts& p, int C, float aux_scale,
-              bool accumulate, Scratch& s);
+              const float* x, const float* router_w, const Experts& p, float aux_scale,
+              bool accumulate, Scratch& s, Exchange* ex = nullptr);
 
 }  // namespace gpt::moe

@@ -1,0 +1,35 @@
+// Expert parallelism (docs/trainer.md, "Mixture of experts"): each rank of the ep group holds
+// E / ep of a mixture-of-experts block's experts; a block's rows travel to the ranks of their
+// experts and back by all_to_allv over the group, the counts first by all_to_all (as Megatron's
+// all-to-all token dispatcher does). The MoE layer (model/moe.hpp) sees only its Exchange.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/moe.hpp"
+#include "strata/communicator.hpp"
+
+namespace gpt {
+
+class ExpertParallel final : public moe::Exchange {
+ public:
+  /// `ep`: the ranks that share the experts (the same group on every rank of it).
+  explicit ExpertParallel(strata::Communicator ep);
+  int size() const override { return ep_.size(); }
+  int rank() const { return ep_.rank(); }
+  void counts(const std::vector<int32_t>& mine, std::vector<int32_t>& theirs) override;
+  void rows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+            const std::vector<size_t>& recv_rows, int width) override;
+  /// Bytes this rank sent to other ranks (rows and counts), and seconds in the exchanges, since
+  /// the last call.
+  double take_bytes();
+  double take_seconds();
+
+ private:
+  strata::Communicator ep_;
+  std::vector<size_t> sc_, sd_, rc_, rd_;  // all_to_allv's arguments, in floats
+  double bytes_ = 0, seconds_ = 0;
+};
+
+}  // namespace gpt
