@@ -7,6 +7,8 @@
 #include <numeric>
 #include <random>
 
+#include "perf_options.hpp"
+
 namespace perf {
 namespace {
 
@@ -71,12 +73,9 @@ std::optional<MoeOptions> parse_moe(int argc, char** argv, std::string& error) {
       if (flag == "-w") o.warmup = x;
       if (flag == "-c") o.check = x != 0;
     } else if (flag == "--skew") {
-      char* end = nullptr;
-      if (v.rfind("zipf:", 0) != 0) return bad("zipf:S (S >= 0)");
-      o.skew = std::strtod(v.c_str() + 5, &end);
-      if (end == v.c_str() + 5 || *end || !(o.skew >= 0 && o.skew <= 100)) {
-        return bad("zipf:S (S >= 0)");
-      }
+      const auto s = parse_zipf(v);
+      if (!s) return bad("zipf:S (S >= 0)");
+      o.skew = *s;
     } else if (flag == "-d") {
       if (v == "bf16")
         o.dtype = strata::DataType::bf16;

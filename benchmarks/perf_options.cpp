@@ -52,6 +52,14 @@ std::optional<size_t> parse_size(const std::string& s) {
   return size_t(v * mult);
 }
 
+std::optional<double> parse_zipf(const std::string& s) {
+  if (s.rfind("zipf:", 0) != 0) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str() + 5, &end);
+  if (end == s.c_str() + 5 || *end || !(v >= 0 && v <= 100)) return std::nullopt;
+  return v;
+}
+
 const char* coll_name(Coll c) {
   for (auto& [name, v] : kColls) {
     if (v == c) return name;
@@ -207,12 +215,9 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
       if (v != "mpi") return bad("a peer to compare with (mpi)");
       o.compare_mpi = true;
     } else if (flag == "--skew") {
-      char* end = nullptr;
-      if (v.rfind("zipf:", 0) != 0) return bad("zipf:S (S >= 0)");
-      o.skew = std::strtod(v.c_str() + 5, &end);
-      if (end == v.c_str() + 5 || *end || !(o.skew >= 0 && o.skew <= 100)) {
-        return bad("zipf:S (S >= 0)");
-      }
+      const auto s = parse_zipf(v);
+      if (!s) return bad("zipf:S (S >= 0)");
+      o.skew = *s;
     } else if (flag == "--json") {
       o.json = v;
     } else if (flag == "--plot") {

@@ -41,6 +41,8 @@ struct Options {
 std::optional<Options> parse(int argc, char** argv, std::string& error);
 /// "8", "64K", "1M", "2G" -> bytes (powers of 1024); nullopt if malformed.
 std::optional<size_t> parse_size(const std::string& s);
+/// "zipf:S" -> S (0 <= S <= 100; --skew's value); nullopt if malformed.
+std::optional<double> parse_zipf(const std::string& s);
 std::string usage();
 const char* coll_name(Coll c);
 /// nccl-tests' type names: float, double, half, bfloat16, int8, uint8, int32, int64.
