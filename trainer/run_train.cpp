@@ -1,5 +1,6 @@
 // strata-gpt train: data-parallel training with a live line per step, validation every K steps,
 // checkpoints, a loss-curve SVG, JSON metrics and a sample of the trained model.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -64,7 +65,20 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
                     k ? ", " : "", g.bubble, g.pass_seconds, g.tp_bus_bytes, g.pp_bytes);
       f << line;
     }
-    f << "]}";
+    f << "]";
+    if (!s.experts.empty()) {
+      f << ", \"experts\": [";
+      for (size_t k = 0; k < s.experts.size(); ++k) {
+        const StepReport::Experts& x = s.experts[k];
+        std::snprintf(line, sizeof line,
+                      "%s{\"layer\": %d, \"tokens_min\": %.0f, \"tokens_mean\": %.3f, "
+                      "\"tokens_max\": %.0f, \"dropped\": %.0f}",
+                      k ? ", " : "", x.layer, x.min, x.mean, x.max, x.dropped);
+        f << line;
+      }
+      f << "]";
+    }
+    f << "}";
   }
   f << "],\n \"val\": [";
   for (size_t i = 0; i < val.size(); ++i)
@@ -109,6 +123,14 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   }
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
+  if (!s.experts.empty()) {  // over every MoE block: the least, mean, most tokens an expert took
+    double lo = s.experts[0].min, mean = 0, hi = 0, dropped = 0;
+    for (const auto& x : s.experts) {
+      lo = std::min(lo, x.min), hi = std::max(hi, x.max);
+      mean += x.mean / double(s.experts.size()), dropped += x.dropped;
+    }
+    std::printf("  experts %.0f/%.0f/%.0f tok  dropped %.0f", lo, mean, hi, dropped);
+  }
   std::printf("\n");
   std::fflush(stdout);
 }

@@ -129,8 +129,11 @@ void ChoiceLog::note(std::string_view group, const GroupView& g, Collective c, s
     std::lock_guard<std::mutex> l(mu_);
     if (!seen_.insert({int(c), size_class, choice.algo}).second) return;
   }
+  // A kind whose ranks' sizes differ chooses once for every size (Shape::sizes_differ).
+  const std::string size =
+      shape(c).sizes_differ ? " (any size)" : " ~2^" + std::to_string(size_class) + " B";
   STRATA_LOG(INFO, "COLL") << "group " << group << " (" << g.n << " ranks): " << collective_name(c)
-                           << " ~2^" << size_class << " B: " << choice.algo->name
+                           << size << ": " << choice.algo->name
                            << (choice.forced ? " (STRATA_ALGO)" : "");
 }
 

@@ -189,6 +189,25 @@ TEST(Trainer, MixtureOfExpertsLearnsTheCorpus) {
   EXPECT_LT(after, 2.9f) << "validation loss " << before << " -> " << after;
 }
 
+// The step's routing instruments add up: every block's experts took, with what was dropped, the
+// batch's B T k assignments; the capacity bounds each expert.
+TEST(Trainer, MixtureOfExpertsReportsItsRouting) {
+  auto o = tiny(2);
+  o.model.experts = 4, o.model.top_k = 2, o.model.capacity_factor = 1;
+  gpt::Trainer t(one_rank(), corpus(), o);
+  const gpt::StepReport r = t.step();
+  ASSERT_EQ(r.experts.size(), size_t(o.model.layers));
+  const double assignments = double(o.global_batch) * o.model.ctx * o.model.top_k;
+  const double cap = double(o.global_batch) * std::ceil(1.0 * o.model.ctx * 2 / 4);
+  for (const auto& x : r.experts) {
+    EXPECT_DOUBLE_EQ(x.mean * o.model.experts + x.dropped, assignments) << "block " << x.layer;
+    EXPECT_LE(x.max, cap) << "block " << x.layer;
+    EXPECT_LE(x.min, x.mean);
+    EXPECT_LE(x.mean, x.max);
+  }
+  EXPECT_GT(r.experts[0].dropped + r.experts[1].dropped, 0) << "capacity 1 drops at start";
+}
+
 TEST(Trainer, LearnsTheCorpus) {
   auto o = tiny(200);
   o.global_batch = 32;

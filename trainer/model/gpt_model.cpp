@@ -172,15 +172,23 @@ void Model::block(int l, const Params& p) {
   block_forward(a, s.cur->res[size_t(i) + 1].data(), s.cur->res[size_t(i)].data(), p, s.d,
                 Regions{tp_, s.d}, {s.partial.data(), s.full.data(), s.rows.data()},
                 c_.moe_block(l));
-  if (i == 0) s.cur->aux = 0, s.cur->dropped = 0;
-  if (c_.moe_block(l)) {
-    s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux;
-    s.cur->dropped += a.moe->r.dropped;
-  }
+  if (i == 0) s.cur->aux = 0;
+  if (c_.moe_block(l)) s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux;
 }
 
 float Model::aux_loss() const { return float(s_->cur->aux); }
-long Model::dropped() const { return s_->cur->dropped; }
+Model::ExpertStats Model::expert_stats(int l) const {
+  check_layer("expert_stats", l);
+  if (!c_.moe_block(l))
+    throw std::logic_error("gpt::Model::expert_stats: block " + std::to_string(l) +
+                           " has no experts");
+  const moe::Acts& a = *s_->acts(l - first_).moe;
+  ExpertStats st;
+  for (int e = 0; e < a.E; ++e)
+    st.tokens.push_back(a.o.first[size_t(e) + 1] - a.o.first[size_t(e)]);
+  st.dropped = a.r.dropped;
+  return st;
+}
 
 float Model::head(std::span<const int> targets, const Params& lnf, std::span<const float> wte) {
   check_part("head", has_head(), "head");

@@ -125,9 +125,14 @@ class Model {
   /// The load-balancing loss of this part's mixture-of-experts blocks in the selected slot's last
   /// forward (aux_loss_coef included; 0 without experts): the training loss is head() plus it.
   float aux_loss() const;
-  /// Assignments the capacity dropped in the selected slot's last forward, over this part's
-  /// mixture-of-experts blocks.
-  long dropped() const;
+  /// Mixture-of-experts block l's routing in the last block(l): the tokens each of the E experts
+  /// took (assignments kept) and the assignments its capacity dropped. Read it right after
+  /// block(l): under recompute the next block reuses the activations.
+  struct ExpertStats {
+    std::vector<int> tokens;
+    long dropped = 0;
+  };
+  ExpertStats expert_stats(int l) const;
 
   void head_backward(const Params& lnf, std::span<const float> wte, const Grads& lnf_grad,
                      std::span<float> wte_grad, float grad_scale, bool accumulate);

@@ -123,8 +123,7 @@ struct Slot {
   std::vector<BlockActs> acts;          // one per block, none with recompute
   std::vector<float> lnf, lnf_mean, lnf_rstd;  // head only: [Nl, C], [Nl], [Nl]
   std::vector<float> logits, probs;            // head only: [N, Vl]
-  double aux = 0;    // the MoE blocks' load-balancing loss in the last forward (coef included)
-  long dropped = 0;  // ... and the assignments their capacity dropped
+  double aux = 0;  // the MoE blocks' load-balancing loss in the last forward (coef included)
   size_t bytes() const {
     size_t n = (tokens.size() + targets.size()) * sizeof(int);
     for (const auto& r : res) n += r.size() * sizeof(float);

@@ -224,6 +224,7 @@ std::span<float> Trainer::Impl::wte_grad() { return engine.grad(wte_tensor()); }
 void Trainer::Impl::name_groups(strata::Communicator& world) {
   using strata::Dim;
   failures = std::make_unique<FailureReport>(world.store(), world.rank(), world.size());
+  routed.resize(size_t(o.model.layers));
   std::vector<int> all(size_t(world.size()));
   for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
   failures->add_group("gpt/metrics", all, metrics);

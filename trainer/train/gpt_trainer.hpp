@@ -72,6 +72,14 @@ struct StepReport {
     double bubble = 0;
   };
   std::vector<Stage> stages;
+  /// Each mixture-of-experts block's routing over the step, all ranks' tokens: the tokens its
+  /// least, average and most loaded expert took, and the assignments its capacity dropped.
+  struct Experts {
+    int layer = 0;
+    double min = 0, mean = 0, max = 0;
+    double dropped = 0;
+  };
+  std::vector<Experts> experts;
 };
 
 class Trainer {

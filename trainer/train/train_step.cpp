@@ -53,6 +53,13 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
     engine.gather(size_t(unit_of[size_t(1 + l)]));
     model.block(l, unit_params(1 + l));
     engine.release(size_t(unit_of[size_t(1 + l)]));
+    if (split == Split::train && o.model.moe_block(l)) {
+      const Model::ExpertStats st = model.expert_stats(l);
+      std::vector<double>& r = routed[size_t(l)];
+      r.resize(st.tokens.size() + 1);
+      for (size_t e = 0; e < st.tokens.size(); ++e) r[e] += st.tokens[e];
+      r.back() += double(st.dropped);
+    }
   }
   if (!model.has_head()) {
     pipe.send_activation(c, model.output());
@@ -135,6 +142,33 @@ std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mi
   return out;
 }
 
+// Every rank's routing of the step, summed (tokens are each rank's own: no tensor parallelism
+// with experts yet), per mixture-of-experts block.
+std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
+  const int E = o.model.experts;
+  std::vector<double> all;
+  for (int l = 0; l < o.model.layers; ++l) {
+    if (!o.model.moe_block(l)) continue;
+    std::vector<double>& r = routed[size_t(l)];
+    r.resize(size_t(E) + 1);  // zeros where the block is on another stage
+    all.insert(all.end(), r.begin(), r.end());
+    std::fill(r.begin(), r.end(), 0.0);
+  }
+  std::vector<StepReport::Experts> out;
+  if (all.empty()) return out;
+  metrics.all_reduce(strata::buffer(all), strata::ReduceOp::sum).wait();
+  size_t at = 0;
+  for (int l = 0; l < o.model.layers; ++l) {
+    if (!o.model.moe_block(l)) continue;
+    const double* v = all.data() + at;
+    at += size_t(E) + 1;
+    StepReport::Experts x{l, *std::min_element(v, v + E), 0, *std::max_element(v, v + E), v[E]};
+    for (int e = 0; e < E; ++e) x.mean += v[e] / E;
+    out.push_back(x);
+  }
+  return out;
+}
+
 StepReport Trainer::step() {
   try {
     return impl_->step();
@@ -180,6 +214,7 @@ StepReport Trainer::Impl::step() {
   r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
   r.stages = I.gather_stages(r);
+  r.experts = I.gather_experts();
   const strata::StepStats s = I.engine.last_step_stats();
   r.comm_seconds = s.comm_seconds;
   r.exposed_seconds = s.exposed_seconds;

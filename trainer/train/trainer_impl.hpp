@@ -42,6 +42,7 @@ struct Trainer::Impl {
   double reduce_loss(double local);
   std::vector<float> whole(const std::vector<float>& local);
   std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
+  std::vector<StepReport::Experts> gather_experts();
   void name_groups(strata::Communicator& world);
   StepReport step();
   float evaluate(int batches);
@@ -61,6 +62,9 @@ struct Trainer::Impl {
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
   std::unique_ptr<FailureReport> failures;
+  // The step's routing, per block (empty but for mixture-of-experts blocks on this rank): tokens
+  // each expert took over the step's micro-batches, then the assignments dropped.
+  std::vector<std::vector<double>> routed;
 };
 
 }  // namespace gpt
