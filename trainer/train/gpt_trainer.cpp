@@ -191,6 +191,9 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
     mo.slots = pipe.slots(ch);
     chunks.emplace_back(c, micro, mo);
   }
+  routed.assign(size_t(L), {});
+  for (int l = 0; l < L; ++l)
+    if (c.moe_block(l)) routed[size_t(l)].assign(size_t(c.experts) + 1, 0.0);
   return specs;
 }
 
@@ -224,7 +227,6 @@ std::span<float> Trainer::Impl::wte_grad() { return engine.grad(wte_tensor()); }
 void Trainer::Impl::name_groups(strata::Communicator& world) {
   using strata::Dim;
   failures = std::make_unique<FailureReport>(world.store(), world.rank(), world.size());
-  routed.resize(size_t(o.model.layers));
   std::vector<int> all(size_t(world.size()));
   for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
   failures->add_group("gpt/metrics", all, metrics);

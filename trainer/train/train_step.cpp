@@ -55,8 +55,7 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
     engine.release(size_t(unit_of[size_t(1 + l)]));
     if (split == Split::train && o.model.moe_block(l)) {
       const Model::ExpertStats st = model.expert_stats(l);
-      std::vector<double>& r = routed[size_t(l)];
-      r.resize(st.tokens.size() + 1);
+      std::vector<double>& r = routed[size_t(l)];  // [E + 1], zero where on another stage
       for (size_t e = 0; e < st.tokens.size(); ++e) r[e] += st.tokens[e];
       r.back() += double(st.dropped);
     }
@@ -150,7 +149,6 @@ std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
   for (int l = 0; l < o.model.layers; ++l) {
     if (!o.model.moe_block(l)) continue;
     std::vector<double>& r = routed[size_t(l)];
-    r.resize(size_t(E) + 1);  // zeros where the block is on another stage
     all.insert(all.end(), r.begin(), r.end());
     std::fill(r.begin(), r.end(), 0.0);
   }

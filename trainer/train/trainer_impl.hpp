@@ -58,13 +58,14 @@ struct Trainer::Impl {
   int wte_copy = -1;               // engine unit of the tied wte copy, or -1
   std::vector<int> global_tensor;  // engine tensor -> index into param_specs
   std::vector<Model> chunks;       // one per model chunk of this rank's stage
+  // The step's routing (sized by local_specs(), like chunks: declared before the engine), per block
+  // (empty but for mixture-of-experts blocks): tokens each expert took over the step's
+  // micro-batches on this rank, then the assignments dropped.
+  std::vector<std::vector<double>> routed;
   strata::ZeroEngine engine;
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
   std::unique_ptr<FailureReport> failures;
-  // The step's routing, per block (empty but for mixture-of-experts blocks on this rank): tokens
-  // each expert took over the step's micro-batches, then the assignments dropped.
-  std::vector<std::vector<double>> routed;
 };
 
 }  // namespace gpt
