@@ -2,7 +2,8 @@
 # The main job: install, build, then on 4 local ranks: this node's topology, the reference GPT
 # trained in a 3D layout through Strata (tensor parallel x pipeline: validation loss, a sample,
 # build/strata-gpt-loss.svg), `strata-gpt validate` (DP, ZeRO, TP, SP, PP and TP x PP against one
-# rank, with its certification report in build/strata-gpt-report/), and an all-reduce sweep.
+# rank, with its certification report in build/strata-gpt-report/; a mixture of experts under
+# expert parallelism in build/strata-gpt-moe-report/), and an all-reduce sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -18,6 +19,10 @@ echo "## strata-gpt validate --config small, 4 ranks: layouts against one rank, 
 run4 build/bin/strata-gpt validate --config small --steps 10 \
   --layouts dp,dp.zero3,tp2,tp2.sp,pp2.1f1b,pp2.interleaved,tp2.pp2,tp2.sp.pp2.zero1 \
   --report build/strata-gpt-report
+echo
+echo "## strata-gpt validate --config small --experts 4: expert-parallel layouts against one rank"
+run4 build/bin/strata-gpt validate --config small --steps 10 --experts 4 --top-k 2 --moe-every 2 \
+  --layouts ep2,ep4,ep2.zero3 --report build/strata-gpt-moe-report
 echo
 echo "## strata-perf all_reduce, 4 ranks"
 run4 build/bin/strata-perf all_reduce -b 8 -e 64M -f 8 -n 10 -w 3 -c 1

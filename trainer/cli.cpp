@@ -40,8 +40,10 @@ training:
                        --steps, at least 1)
   --wd X  --clip X     AdamW weight decay (default 0.1), gradient-norm clip (default 1; 0: off)
   --seed N             initialisation and data order (default 1337)
-layout (dp = ranks / (tp * pp)):
+layout (dp = ranks / (tp * ep * pp)):
   --tp N               tensor-parallel size; divides the heads (default 1)
+  --ep N               expert-parallel size: E / N experts per rank, each rank its own data
+                       (default 1; needs --experts)
   --sp                 sequence parallelism inside each tp group (needs --tp > 1)
   --pp N               pipeline stages (default 1)
   --schedule S         gpipe, 1f1b or interleaved (default 1f1b)
@@ -61,7 +63,8 @@ state:     --save DIR  --save-every N (default 0: at the end only)  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
 validate:
   --tolerance X        largest relative loss difference from one rank (default 1e-5)
-  --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved (default: every layout the world allows)
+  --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved,ep2.dp2 (default: every layout the
+                       world allows; with --experts, the ep layouts too)
   --report DIR         write the certification report there (Markdown + SVG)
   --bw-threshold X     a group's bus bandwidth must reach X times its weakest link's estimate
                        from the topology (default 0.05)
@@ -160,6 +163,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--tolerance", [&](auto& f, auto& v) { r.tolerance = to_double(f, v); }},
       {"--tp", [&](auto& f, auto& v) { t.tp = positive(f, v); }},
       {"--pp", [&](auto& f, auto& v) { t.pp = positive(f, v); }},
+      {"--ep", [&](auto& f, auto& v) { t.ep = positive(f, v); }},
       {"--micro-batches", [&](auto& f, auto& v) { t.micro_batches = positive(f, v); }},
       {"--schedule", [&](auto&, auto& v) { t.schedule = pp::parse_schedule(v); }},
       {"--virtual-stages", [&](auto& f, auto& v) { t.virtual_stages = positive(f, v); }},

@@ -49,13 +49,14 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
     << "}, \"global_batch\": " << r.train.global_batch << ",\n \"steps\": [";
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepReport& s = steps[i];
-    char line[320];
+    char line[400];
     std::snprintf(line, sizeof line,
                   "%s\n  {\"step\": %d, \"loss\": %.9g, \"lr\": %.6g, \"seconds\": %.6f, "
                   "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
-                  "\"grad_norm\": %.6g, \"stages\": [",
+                  "\"grad_norm\": %.6g, \"ep_bytes\": %.0f, \"ep_seconds\": %.6f, "
+                  "\"ep_bus_bytes\": %.0f, \"stages\": [",
                   i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds, s.exposed_seconds,
-                  s.bus_bytes, s.grad_norm);
+                  s.bus_bytes, s.grad_norm, s.ep_bytes, s.ep_seconds, s.ep_bus_bytes);
     f << line;
     for (size_t k = 0; k < s.stages.size(); ++k) {
       const StepReport::Stage& g = s.stages[k];
@@ -123,6 +124,9 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   }
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
+  if (o.ep > 1)  // the exchanges' rows (all exposed) and the dense gradients' average
+    std::printf("  ep a2a %.2f MB %.0f%%  avg %.2f MB", s.ep_bytes / 1e6,
+                100 * s.ep_seconds / s.seconds, s.ep_bus_bytes / 1e6);
   if (!s.experts.empty()) {  // over every MoE block: the least, mean, most tokens an expert took
     double lo = s.experts[0].min, mean = 0, hi = 0, dropped = 0;
     for (const auto& x : s.experts) {

@@ -11,72 +11,14 @@
 #include <fstream>
 #include <optional>
 
-#include "tests/mp/mp.hpp"
-#include "tests/numerics.hpp"
+#include "tests/trainer/layout_runs.hpp"
 #include "trainer/parallel/planted_fault.hpp"
-#include "trainer/train/gpt_trainer.hpp"
 #include "trainer/validate/layout_formulas.hpp"
 
 namespace {
 
-using gpt::TrainOptions;
+using namespace layout_runs;
 namespace pp = gpt::pp;
-
-const gpt::CharCorpus& corpus() {
-  static const gpt::CharCorpus c(STRATA_GPT_DATA);
-  return c;
-}
-
-TrainOptions tiny(int layers = 4) {
-  TrainOptions o;
-  o.model = gpt::Config::named("tiny");
-  o.model.layers = layers, o.model.heads = 4;
-  o.model.vocab = corpus().vocab();
-  o.global_batch = 24, o.micro_batches = 1, o.warmup = 2, o.steps = 10;
-  return o;
-}
-
-// Each layout gets micro-batches of one size (validate's rule): m = M * tp * pp.
-TrainOptions layout(TrainOptions o, int tp, int pp, pp::Schedule s = pp::Schedule::one_f_one_b,
-                    int v = 1) {
-  o.tp = tp, o.pp = pp, o.schedule = s, o.virtual_stages = v;
-  o.micro_batches *= tp * pp;
-  return o;
-}
-
-struct Trained {
-  std::vector<float> losses, params;
-};
-
-Trained train(strata::Communicator comm, const TrainOptions& o, int steps) {
-  gpt::Trainer t(comm, corpus(), o);
-  Trained r;
-  for (int s = 0; s < steps; ++s) r.losses.push_back(t.step().loss);
-  r.params = t.parameters();
-  return r;
-}
-
-// The one-rank reference with the same micro-batches: every rank computes it alone.
-Trained reference(const TrainOptions& base, int steps) {
-  auto& w = mp::world();
-  TrainOptions o = base;
-  o.micro_batches *= w.size();
-  return train(w.split(w.rank(), 0), o, steps);
-}
-
-double tokens(const TrainOptions& o) { return double(o.global_batch) * o.model.ctx; }
-
-size_t wte_numel(const TrainOptions& o) { return size_t(o.model.vocab) * size_t(o.model.embd); }
-
-using numerics::bits_equal;
-using numerics::rel_l2;
-using numerics::reorder_bound;
-
-// Prints a measured difference beside its bound (rank 0), so a run shows the margin.
-void measured(const std::string& what, double got, double bound) {
-  if (mp::world().rank() == 0)
-    std::printf("[ measured ] %s: %.2e (bound %.2e)\n", what.c_str(), got, bound);
-}
 
 // One step of one pipeline (dp = 1) of p stages on the first p ranks, against one rank: only
 // wte's gradient is summed differently (head part + embedding part across the first and last
@@ -315,16 +257,6 @@ TEST(Layout, EveryLayoutHoldsTheOneRankModelAndSamplesTheSameText) {
       EXPECT_TRUE(bits_equal(t.parameters(), want)) << gpt::layout_name(o, w.size());
       EXPECT_EQ(t.sample("ROMEO:", 40, 0.8f, 7), text) << gpt::layout_name(o, w.size());
     }
-}
-
-// A directory every rank names the same: rank 0's pid, broadcast.
-std::string shared_dir(const std::string& what) {
-  auto& w = mp::world();
-  std::vector<int64_t> pid{int64_t(::getpid())};
-  w.broadcast(strata::buffer(pid), 0).wait();
-  return (std::filesystem::temp_directory_path() /
-          ("strata-gpt-" + what + "-" + std::to_string(pid[0])))
-      .string();
 }
 
 TEST(Checkpoint, SavedInOneLayoutResumesInAnotherWithTheUninterruptedLosses) {

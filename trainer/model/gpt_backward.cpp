@@ -54,7 +54,7 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
   State& s = *s_;
   const Dims& d = s.d;
   const int N = d.N, Nl = d.Nl, C = d.C, i = l - first_;
-  const Regions reg{tp_, d};
+  const Regions reg{tp_, d, ep_};
   BlockActs& a = s.acts(i);
   const float* x = s.cur->res[size_t(i)].data();
   // Activation checkpointing: rebuild this block's activations from its kept input. Same inputs,
@@ -72,7 +72,7 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
                   {g[EFCW].data(), g[EFCB].data(), g[EFCPROJW].data(), g[EFCPROJB].data()}, dres,
                   *a.moe, a.ln2.data(), p[ROUTERW].data(),
                   {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
-                  c_.aux_loss_coef * s.grad_scale, accumulate, *s.moe);
+                  c_.aux_loss_coef * s.grad_scale, accumulate, *s.moe, ep_);
     L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(), s.partial.data(), a.res2.data(),
                           p[LN2W].data(), a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate,
                           sum);

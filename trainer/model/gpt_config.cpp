@@ -80,6 +80,17 @@ std::vector<strata::TensorSpec> param_specs(const Config& c) {
   return s;
 }
 
+bool is_expert_tensor(const std::string& name) {
+  const size_t dot = name.find('.');
+  return dot != std::string::npos && name.compare(dot + 1, 4, "exp_") == 0;
+}
+
+std::vector<strata::TensorSpec> expert_local_specs(std::vector<strata::TensorSpec> specs, int ep) {
+  for (auto& s : specs)
+    if (is_expert_tensor(s.name)) s.shape[0] /= size_t(ep);
+  return specs;
+}
+
 std::vector<float> init_tensor(const Config& c, uint64_t seed, size_t t) {
   const auto specs = param_specs(c);
   if (t >= specs.size())

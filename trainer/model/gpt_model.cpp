@@ -26,7 +26,8 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
       recompute_(o.recompute),
       first_(o.first_layer),
       last_(o.last_layer < 0 ? c.layers : o.last_layer),
-      tp_(o.tp) {
+      tp_(o.tp),
+      ep_(o.ep) {
   check_config(c);
   if (batch < 1) throw std::invalid_argument("gpt::Model: batch must be positive");
   if (first_ < 0 || first_ >= last_ || last_ > c.layers)
@@ -38,16 +39,20 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
     throw std::invalid_argument(
         "gpt::Model: mixture of experts under tensor parallelism is not "
         "built yet");
+  if (ep_ && c.experts % ep_->size() != 0)
+    throw std::invalid_argument("gpt::Model: " + std::to_string(c.experts) +
+                                " experts do not divide over " + std::to_string(ep_->size()) +
+                                " expert-parallel ranks");
   if (tp_ && tp_->sequence_parallel() && c.ctx % tp_->size() != 0)
     throw std::invalid_argument("sequence parallelism: the sequence of " + std::to_string(c.ctx) +
                                 " positions does not divide by tp=" + std::to_string(tp_->size()));
   default_blas_threads();
-  const Dims d = dims_of(c, batch, tp_);
+  const Dims d = dims_of(c, batch, tp_, ep_);
   s_ = std::make_unique<State>(d);
   State& s = *s_;
   const size_t N = d.N, Nl = d.Nl, C = d.C, blocks = size_t(last_ - first_);
   s.shapes.resize(size_t(c.layers) + 2);
-  for (const auto& t : tp_ ? tp_->local_specs(c) : param_specs(c))
+  for (const auto& t : expert_local_specs(tp_ ? tp_->local_specs(c) : param_specs(c), d.P))
     s.shapes[size_t(t.unit)].emplace_back(t.name, t.numel());
   s.slots.resize(size_t(o.slots));
   for (Slot& sl : s.slots) {
@@ -66,7 +71,7 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
   bool dense = false, experts = false;
   for (int l = first_; l < last_; ++l) (c.moe_block(l) ? experts : dense) = true;
   if (recompute_) s.shared.emplace_back(d, dense, experts);
-  if (experts) s.moe = std::make_unique<moe::Scratch>(d.B, d.T, d.C, d.E, d.k);
+  if (experts) s.moe = std::make_unique<moe::Scratch>(d.B, d.T, d.C, d.E, d.k, d.P);
   s.dres.resize(Nl * C);
   s.dbtc.resize(N * C);
   s.partial.resize(N * C);
@@ -150,7 +155,7 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
   if (experts) {  // out = res2 + experts(ln2): every row here (no tensor parallelism)
     moe::forward(*a.moe, s.partial, a.ln2.data(), p[ROUTERW].data(),
                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
-                 d.capacity);
+                 d.capacity, reg.ep);
     for (size_t i = 0; i < size_t(N) * C; ++i) out[i] = a.res2[i] + s.partial[i];
     return;
   }
@@ -170,7 +175,7 @@ void Model::block(int l, const Params& p) {
   const int i = l - first_;
   BlockActs& a = s.acts(i);
   block_forward(a, s.cur->res[size_t(i) + 1].data(), s.cur->res[size_t(i)].data(), p, s.d,
-                Regions{tp_, s.d}, {s.partial.data(), s.full.data(), s.rows.data()},
+                Regions{tp_, s.d, ep_}, {s.partial.data(), s.full.data(), s.rows.data()},
                 c_.moe_block(l));
   if (i == 0) s.cur->aux = 0;
   if (c_.moe_block(l)) s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux;

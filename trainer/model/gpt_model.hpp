@@ -52,6 +52,11 @@ struct Config {
 
 /// The tensors in unit order, with the names and shapes above ("wte", "h0.attn_w", "lnf_w", ...).
 std::vector<strata::TensorSpec> param_specs(const Config& c);
+/// Whether a tensor of param_specs holds experts (exp_fc_w, exp_fc_b, exp_fcproj_w, exp_fcproj_b):
+/// under expert parallelism rank r of ep holds block r of its first dimension (E / ep experts).
+bool is_expert_tensor(const std::string& name);
+/// `specs` with every expert tensor's first dimension divided by `ep`.
+std::vector<strata::TensorSpec> expert_local_specs(std::vector<strata::TensorSpec> specs, int ep);
 /// Deterministic GPT-2 initialisation of tensor t (index into param_specs) from `seed`: weights
 /// N(0, 0.02), residual projections (proj_w, fcproj_w) N(0, 0.02 / sqrt(2L)), LayerNorm weights 1,
 /// biases 0. Depends only on (config, seed, t), never on the world size or rank.
@@ -70,6 +75,10 @@ using Params = std::vector<std::span<const float>>;
 using Grads = std::vector<std::span<float>>;
 
 /// What one Model computes, beyond the defaults (the whole model on one rank, one micro-batch).
+namespace moe {
+class Exchange;
+}
+
 struct ModelOptions {
   /// Keep only each block's input and recompute the block in backward (activation checkpointing).
   bool recompute = false;
@@ -80,6 +89,10 @@ struct ModelOptions {
   /// Tensor (and sequence) parallelism: what the layers are split over. Null: whole layers.
   /// Parameters are then the rank-local slices of its local_specs.
   ModelParallel* tp = nullptr;
+  /// Expert parallelism: the ranks every mixture-of-experts block's experts are split over (E /
+  /// size() each, in rank order) and its rows travel through (model/moe.hpp). Null: all experts
+  /// here. Expert tensors are then this rank's blocks (expert_local_specs).
+  moe::Exchange* ep = nullptr;
   /// Micro-batches whose activations are held at once (a pipeline's in-flight micro-batches);
   /// select() picks the one the passes work on.
   int slots = 1;
@@ -165,6 +178,7 @@ class Model {
   bool recompute_;
   int first_, last_;
   ModelParallel* tp_;
+  moe::Exchange* ep_;
   std::unique_ptr<State> s_;
 };
 

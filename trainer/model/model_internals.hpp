@@ -62,17 +62,18 @@ struct Dims {
   int Cl, NHl, Hl;     // attention width and heads, MLP width of this rank
   int V, Vl, vfirst;   // vocabulary, this rank's share of the padded vocabulary, its first id
   int E, k;            // experts and experts per token (mixture-of-experts blocks)
+  int P;               // ranks the experts are split over (1: all here)
   double capacity;     // their capacity factor (0: dropless)
 };
 
-inline Dims dims_of(const Config& c, int B, ModelParallel* tp) {
+inline Dims dims_of(const Config& c, int B, ModelParallel* tp, moe::Exchange* ep) {
   const int t = tp ? tp->size() : 1, r = tp ? tp->rank() : 0;
   Dims d;
   d.B = B, d.T = c.ctx, d.C = c.embd, d.N = B * c.ctx;
   d.Nl = tp ? int(tp->local_rows(B, c.ctx)) : d.N;
   d.Cl = c.embd / t, d.NHl = c.heads / t, d.Hl = 4 * c.embd / t;
   d.V = c.vocab, d.Vl = tp ? tp->vocab_share(c.vocab) : c.vocab, d.vfirst = r * d.Vl;
-  d.E = c.experts, d.k = c.top_k, d.capacity = c.capacity_factor;
+  d.E = c.experts, d.k = c.top_k, d.capacity = c.capacity_factor, d.P = ep ? ep->size() : 1;
   return d;
 }
 
@@ -104,7 +105,7 @@ struct BlockActs {
         ln2_rstd(d.Nl),
         fch(mlp ? size_t(d.N) * d.Hl : 0),
         fch_gelu(fch.size()),
-        moe(experts ? std::make_unique<moe::Acts>(d.B, d.T, d.C, d.E, d.k) : nullptr) {}
+        moe(experts ? std::make_unique<moe::Acts>(d.B, d.T, d.C, d.E, d.k, d.P) : nullptr) {}
   size_t bytes() const {
     size_t n = 0;
     for (const auto* v : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &att, &atty, &res2, &ln2, &ln2_mean,
@@ -135,10 +136,11 @@ struct Slot {
 };
 
 // The edges of the parallel regions (model_parallel.hpp): without tensor parallelism rows are
-// all local and partial sums are already whole.
+// all local and partial sums are already whole. Mixture-of-experts rows leave through `ep`.
 struct Regions {
   ModelParallel* tp;
   const Dims& d;
+  moe::Exchange* ep = nullptr;
   const float* enter(const float* local, float* full) const {
     return tp ? tp->gather_rows(local, full, d.B, d.T, d.C) : local;
   }

@@ -1,7 +1,11 @@
 #include "parallel/expert_parallel.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <utility>
+
+#include "strata/types.hpp"
 
 namespace gpt {
 
@@ -44,6 +48,32 @@ void ExpertParallel::rows(const float* send, const std::vector<size_t>& send_row
   bytes_ += double(sent - sc_[size_t(rank())]) * sizeof(float);
   seconds_ += since(t0);
 }
+
+void ExpertParallel::start_average(const std::vector<std::span<float>>& grads) {
+  if (work_) throw std::logic_error("ExpertParallel::start_average: one is still in flight");
+  size_t n = 0;
+  for (const auto& g : grads) n += g.size();
+  packed_.resize(n);
+  n = 0;
+  for (const auto& g : grads)
+    n = size_t(std::copy(g.begin(), g.end(), packed_.begin() + long(n)) - packed_.begin());
+  averaged_ = grads;
+  work_ = ep_.all_reduce(strata::buffer(packed_), strata::ReduceOp::avg);
+  average_bytes_ += strata::all_reduce_bus_bytes(4.0 * double(n), size());
+}
+
+void ExpertParallel::finish_average() {
+  if (!work_) return;
+  work_->wait();
+  work_.reset();
+  size_t at = 0;
+  for (const auto& g : averaged_) {
+    std::copy_n(packed_.begin() + long(at), g.size(), g.begin());
+    at += g.size();
+  }
+}
+
+double ExpertParallel::take_average_bus_bytes() { return std::exchange(average_bytes_, 0.0); }
 
 double ExpertParallel::take_bytes() { return std::exchange(bytes_, 0.0); }
 double ExpertParallel::take_seconds() { return std::exchange(seconds_, 0.0); }

@@ -54,10 +54,17 @@ void refuse(const std::string& why) { throw std::invalid_argument(why); }
 
 void check_layout(const TrainOptions& o, int ranks) {
   const Config& c = o.model;
-  if (o.tp < 1 || o.pp < 1 || ranks % (o.tp * o.pp) != 0)
-    refuse("layout tp=" + std::to_string(o.tp) + " pp=" + std::to_string(o.pp) +
-           ": tp*pp = " + std::to_string(o.tp * o.pp) + " does not divide the " +
+  const int split = o.tp * o.ep * o.pp;
+  if (o.tp < 1 || o.pp < 1 || o.ep < 1 || ranks % split != 0) {
+    const std::string ep = o.ep != 1 ? " ep=" + std::to_string(o.ep) : "";
+    refuse("layout tp=" + std::to_string(o.tp) + ep + " pp=" + std::to_string(o.pp) + ": tp*" +
+           (ep.empty() ? "" : "ep*") + "pp = " + std::to_string(split) + " does not divide the " +
            std::to_string(ranks) + " ranks");
+  }
+  if (o.ep > 1 && c.experts == 0) refuse("--ep " + std::to_string(o.ep) + " needs --experts");
+  if (c.experts > 0 && c.experts % o.ep != 0)
+    refuse("--experts " + std::to_string(c.experts) + " does not divide over --ep " +
+           std::to_string(o.ep) + " ranks");
   if (c.heads % o.tp != 0)
     refuse("--tp " + std::to_string(o.tp) + " does not divide the " + std::to_string(c.heads) +
            " heads");
@@ -66,7 +73,7 @@ void check_layout(const TrainOptions& o, int ranks) {
            std::to_string(c.experts) + " (a token takes k distinct experts, at most " +
            std::to_string(moe::kMaxTopK) + ")");
   if (c.experts > 0 && (o.tp > 1 || o.pp > 1))
-    refuse("--experts with --tp or --pp: not built yet (expert parallelism comes first)");
+    refuse("--experts with --tp or --pp: not built yet (with --ep, dp and ZeRO it is)");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
   if (o.sp && c.ctx % o.tp != 0)
     refuse("--sp: the sequence of " + std::to_string(c.ctx) +
@@ -81,11 +88,14 @@ void check_layout(const TrainOptions& o, int ranks) {
            " layers");
   if (o.pp > 1 || o.schedule == pp::Schedule::interleaved)
     pp::check_schedule(o.schedule, o.pp, o.micro_batches, o.virtual_stages);
-  const long dp = ranks / (o.tp * o.pp), per_step = dp * o.micro_batches;
+  const long readers = data_ranks(o, ranks), per_step = readers * o.micro_batches;
   if (o.micro_batches < 1 || o.global_batch < 1 || o.global_batch % per_step != 0)
-    refuse("global batch " + std::to_string(o.global_batch) + " does not divide into dp=" +
-           std::to_string(dp) + " x " + std::to_string(o.micro_batches) + " micro-batches");
+    refuse("global batch " + std::to_string(o.global_batch) + " does not divide into " +
+           (o.ep > 1 ? "ep x dp=" : "dp=") + std::to_string(readers) + " x " +
+           std::to_string(o.micro_batches) + " micro-batches");
 }
+
+int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.pp); }
 
 std::string layout_name(const TrainOptions& o, int ranks) {
   std::string n;
@@ -95,7 +105,8 @@ std::string layout_name(const TrainOptions& o, int ranks) {
     if (o.virtual_stages > 1) n += ".v" + std::to_string(o.virtual_stages);
     n += ".";
   }
-  n += "dp" + std::to_string(ranks / (o.tp * o.pp));
+  if (o.ep > 1) n += "ep" + std::to_string(o.ep) + ".";
+  n += "dp" + std::to_string(ranks / (o.tp * o.ep * o.pp));
   if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
   return n;
 }
@@ -105,7 +116,7 @@ namespace {
 strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
   check_layout(o, world.size());
   strata::MeshShape shape;
-  shape.tp = o.tp, shape.pp = o.pp;
+  shape.tp = o.tp, shape.ep = o.ep, shape.pp = o.pp;
   strata::MeshOptions mo;
   mo.allow_cross_node_tp = o.allow_cross_node_tp;
   mo.name = "gpt";
@@ -127,12 +138,15 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
       mesh(make_mesh(world, o)),
       // Small reductions on their own group: they never queue behind the engine's.
       metrics(world.split(0, world.rank(), strata::CommOptions{.name = "gpt/metrics"})),
-      micro(o.global_batch / (mesh.shape().dp * o.micro_batches)),
+      micro(o.global_batch / (data_ranks(o, world.size()) * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
+      ep(o.ep > 1 ? std::make_unique<ExpertParallel>(mesh.group(strata::Dim::ep)) : nullptr),
       pipe(mesh.group(strata::Dim::pp), o.schedule, o.micro_batches, o.virtual_stages),
       engine(mesh.group(strata::Dim::dp), local_specs(), [&] {
         strata::ZeroOptions z = engine_options(o);
-        if (o.tp * o.pp > 1) z.grad_norm_group = mesh.group({strata::Dim::tp, strata::Dim::pp});
+        // Clipping's norm over the rest of the model: the other tp slices, experts, stages.
+        if (o.tp * o.ep * o.pp > 1)
+          z.grad_norm_group = mesh.group({strata::Dim::tp, strata::Dim::ep, strata::Dim::pp});
         return z;
       }()) {
   if (o.model.vocab != data.vocab())
@@ -145,19 +159,30 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
   tied = world.split(ends ? mesh.coord(strata::Dim::tp) + o.tp * mesh.coord(strata::Dim::dp) : -1,
                      stage, strata::CommOptions{.name = "gpt/tied"});
   name_groups(world);
-  const std::vector<float> none;
   for (size_t t = 0; t < global_tensor.size(); ++t) {
     const size_t g = size_t(global_tensor[t]);
-    const std::vector<float> full = init_tensor(o.model, o.seed, g);
-    engine.set_param(t, tp ? tp_slice(o.model, g, full, o.tp, tp->rank()) : full);
+    engine.set_param(t, slice(g, init_tensor(o.model, o.seed, g)));
   }
+}
+
+// This rank's part of tensor g (an index into param_specs) given its whole value: its block of
+// an expert tensor, its tensor-parallel slice of any other.
+std::vector<float> Trainer::Impl::slice(size_t g, std::span<const float> full) const {
+  if (ep && is_expert_tensor(param_specs(o.model)[g].name)) {
+    const size_t n = full.size() / size_t(ep->size());
+    const auto first = full.begin() + long(n) * ep->rank();
+    return {first, first + long(n)};
+  }
+  if (tp) return tp_slice(o.model, g, full, o.tp, tp->rank());
+  return {full.begin(), full.end()};
 }
 
 // Builds chunks, unit_of, wte_copy and global_tensor; returns the engine's tensors.
 std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
   const Config& c = o.model;
-  const std::vector<strata::TensorSpec> all = tp_param_specs(c, o.tp);
-  const int tp_rank = mesh.coord(strata::Dim::tp), L = c.layers;
+  const std::vector<strata::TensorSpec> all = expert_local_specs(tp_param_specs(c, o.tp), o.ep);
+  const int tp_rank = mesh.coord(strata::Dim::tp), ep_rank = mesh.coord(strata::Dim::ep);
+  const int L = c.layers;
   const int stages = o.pp * o.virtual_stages;
   unit_of.assign(size_t(L) + 2, -1);
   std::vector<strata::TensorSpec> specs;
@@ -168,8 +193,9 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
       strata::TensorSpec s = all[t];
       s.unit = next;
       // Count each parameter once in the gradient norm: a replicated tensor on tp rank 0 only,
-      // the tied wte on the first stage only.
-      s.in_grad_norm = !copy && (tp_rank == 0 || tp_split(s.name) != TpSplit::replicated);
+      // a dense one on ep rank 0 only, the tied wte on the first stage only.
+      s.in_grad_norm = !copy && (tp_rank == 0 || tp_split(s.name) != TpSplit::replicated) &&
+                       (ep_rank == 0 || is_expert_tensor(s.name));
       specs.push_back(s);
       global_tensor.push_back(int(t));
     }
@@ -188,6 +214,7 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
     if (last == L) add_unit(L + 1, false);
     ModelOptions mo;
     mo.recompute = o.recompute, mo.first_layer = first, mo.last_layer = last, mo.tp = tp.get();
+    mo.ep = ep.get();
     mo.slots = pipe.slots(ch);
     chunks.emplace_back(c, micro, mo);
   }
@@ -230,12 +257,13 @@ void Trainer::Impl::name_groups(strata::Communicator& world) {
   std::vector<int> all(size_t(world.size()));
   for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
   failures->add_group("gpt/metrics", all, metrics);
-  for (Dim d : {Dim::tp, Dim::pp, Dim::dp})
+  for (Dim d : {Dim::tp, Dim::ep, Dim::pp, Dim::dp})
     failures->add_group("gpt/" + std::string(strata::dim_name(d)), mesh.group_ranks({d}),
                         mesh.group(d));
   failures->add_group("gpt/dp/gather", mesh.group_ranks({Dim::dp}));
-  failures->add_group("gpt/tp+pp", mesh.group_ranks({Dim::tp, Dim::pp}),
-                      o.tp * o.pp > 1 ? mesh.group({Dim::tp, Dim::pp}) : strata::Communicator());
+  failures->add_group(
+      "gpt/tp+ep+pp", mesh.group_ranks({Dim::tp, Dim::ep, Dim::pp}),
+      o.tp * o.ep * o.pp > 1 ? mesh.group({Dim::tp, Dim::ep, Dim::pp}) : strata::Communicator());
   const std::vector<int> stages = mesh.group_ranks({Dim::pp});
   failures->add_group("gpt/tied", {stages.front(), stages.back()}, tied);
 }

@@ -1,8 +1,9 @@
-// Training the reference GPT through Strata in any tp x pp x dp layout: the ranks of a job form a
-// strata::Mesh; each rank computes its tensor-parallel slice (tensor_parallel.hpp) of its pipeline
-// stage's blocks (pipeline_parallel.hpp) on its data-parallel slice of every global batch, with
-// its parameters and optimizer state in a strata::ZeroEngine over the dp group (stage 0 = DDP
-// with bucketed all-reduce, 1-3 = ZeRO).
+// Training the reference GPT through Strata in any tp x ep x dp x pp layout: the ranks of a job
+// form a strata::Mesh; each rank computes its tensor-parallel slice (tensor_parallel.hpp) of its
+// pipeline stage's blocks (pipeline_parallel.hpp), with its share of every mixture-of-experts
+// block's experts (expert_parallel.hpp), on its data slice of every global batch (the ep x dp
+// ranks each read their own), with its parameters and optimizer state in a strata::ZeroEngine
+// over the dp group (stage 0 = DDP with bucketed all-reduce, 1-3 = ZeRO).
 #pragma once
 
 #include <memory>
@@ -24,7 +25,8 @@ struct TrainOptions {
   int global_batch = 32;  ///< sequences per step, over all ranks; divides by dp * micro
   int micro_batches = 1;  ///< per data-parallel rank and step: the pipeline's m, and
                           ///< gradient accumulation without a pipeline
-  int tp = 1, pp = 1;     ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * pp)
+  int tp = 1, pp = 1;     ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * ep * pp)
+  int ep = 1;             ///< expert-parallel size: E / ep experts per rank (needs experts)
   bool sp = false;        ///< sequence parallelism (with tp)
   pp::Schedule schedule = pp::Schedule::one_f_one_b;
   int virtual_stages = 1;            ///< model chunks per pipeline rank (interleaved)
@@ -44,11 +46,14 @@ strata::Communicator job_communicator();
 /// The learning rate of step s (0-based): linear warm-up to lr, cosine decay to min_lr.
 float learning_rate(const TrainOptions& o, int step);
 
-/// Checks the layout before anything runs: tp * pp dividing `ranks`, tp dividing the heads (and
+/// Checks the layout before anything runs: tp * ep * pp dividing `ranks`, ep dividing the experts,
+/// tp dividing the heads (and
 /// the sequence under sp), no more pipeline stages than layers, a schedule that accepts (p, m, v),
-/// a batch that divides into dp * micro-batches. Throws std::invalid_argument with one line.
+/// a batch that divides into ep * dp * micro-batches. Throws std::invalid_argument with one line.
 void check_layout(const TrainOptions& o, int ranks);
-/// "tp2.pp2.dp2" (with ".sp", the schedule and ".v2" where they apply).
+/// Ranks that read their own data: ep * dp.
+int data_ranks(const TrainOptions& o, int ranks);
+/// "tp2.pp2.dp2", "ep2.dp2" (with ".sp", the schedule and ".v2" where they apply).
 std::string layout_name(const TrainOptions& o, int ranks);
 
 /// What one optimizer step measured (loss averaged over the global batch).
@@ -63,6 +68,10 @@ struct StepReport {
   double pass_seconds = 0, compute_seconds = 0;
   double tp_bus_bytes = 0;  ///< the tp group's collectives, bus sense
   double pp_bytes = 0;      ///< activations and gradients this rank sent to other stages
+  /// Expert parallelism: the rows and counts this rank sent to other ranks of ep (dispatch and
+  /// combine, forward and backward), the seconds it spent in those exchanges (all exposed: the
+  /// layer waits for its rows), and the dense gradients' average over ep, bus sense.
+  double ep_bytes = 0, ep_seconds = 0, ep_bus_bytes = 0;
   /// The same figures of every pipeline stage (its first rank's), stage by stage. Every step
   /// starts together on all ranks (the previous one ended in a world-wide reduction of the loss),
   /// so the pipeline's time is the longest stage's passes, and a stage's bubble is the share of it

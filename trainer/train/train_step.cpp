@@ -12,15 +12,37 @@ namespace gpt {
 
 // Marks global unit g's gradients final: under sequence parallelism the LayerNorms' (replicated,
 // computed on this rank's rows only) are first summed over the tp group. The tied wte waits for
-// its reduction across the pipeline (launch_tied_reduction).
+// its reduction across the pipeline (launch_tied_reduction). Under expert parallelism the
+// experts' gradients (every ep rank's tokens, summed) are scaled by 1 / ep, and the dense ones
+// are averaged over ep in the background, ready when the next unit is (finish_dense_average).
 void Trainer::Impl::ready_unit(int g) {
+  finish_dense_average();
   const auto& lay = engine.layout();
   const size_t u = size_t(unit_of[size_t(g)]);
+  std::vector<std::span<float>> dense;
   for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) {
-    if (tp && o.sp && is_layernorm(lay.tensors()[t].name)) tp->all_reduce_sum(engine.grad(t));
+    const std::string& name = lay.tensors()[t].name;
+    if (tp && o.sp && is_layernorm(name)) tp->all_reduce_sum(engine.grad(t));
     const bool tied_wte = g == 0 && t == lay.unit_first_tensor(u) && tied;
-    if (!tied_wte) engine.ready(t);
+    if (tied_wte) continue;
+    if (!ep) {
+      engine.ready(t);
+    } else if (is_expert_tensor(name)) {
+      for (float& x : engine.grad(t)) x /= float(o.ep);
+      engine.ready(t);
+    } else {
+      dense.push_back(engine.grad(t));
+      averaging.push_back(t);
+    }
   }
+  if (!dense.empty()) ep->start_average(dense);
+}
+
+void Trainer::Impl::finish_dense_average() {
+  if (averaging.empty()) return;
+  ep->finish_average();
+  for (size_t t : averaging) engine.ready(t);
+  averaging.clear();
 }
 
 void Trainer::Impl::launch_tied_reduction() {
@@ -30,8 +52,9 @@ void Trainer::Impl::launch_tied_reduction() {
 }
 
 void Trainer::Impl::load_batch(Split split, int step, int m) {
-  const size_t first =
-      size_t(mesh.coord(strata::Dim::dp)) * size_t(o.micro_batches * micro) + size_t(m * micro);
+  // This rank's place among the ranks reading their own data: its rank in the ep x dp group.
+  const int reader = mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp);
+  const size_t first = size_t(reader) * size_t(o.micro_batches * micro) + size_t(m * micro);
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
 }
 
@@ -118,11 +141,11 @@ void Trainer::Impl::backward(int micro_id, int c) {
 }
 
 double Trainer::Impl::reduce_loss(double local) {
-  // The last stage's loss (once per tp group), averaged over the data-parallel replicas.
+  // The last stage's loss (once per tp group), averaged over the ranks reading their own data.
   const bool counts = pipe.last(pipe.chunks() - 1) && mesh.coord(strata::Dim::tp) == 0;
   std::vector<double> v{counts ? local : 0.0};
   metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
-  return v[0] / mesh.shape().dp;
+  return v[0] / data_ranks(o, metrics.size());
 }
 
 std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
@@ -142,7 +165,8 @@ std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mi
 }
 
 // Every rank's routing of the step, summed (tokens are each rank's own: no tensor parallelism
-// with experts yet), per mixture-of-experts block.
+// with experts yet; under ep each rank routes its own tokens over all E), per mixture-of-experts
+// block.
 std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
   const int E = o.model.experts;
   std::vector<double> all;
@@ -181,6 +205,7 @@ StepReport Trainer::Impl::step() {
   r.step = int(I.engine.steps_done());
   r.lr = learning_rate(I.o, r.step);
   if (I.tp) I.tp->take_bus_bytes();
+  if (I.ep) I.ep->take_bytes(), I.ep->take_seconds(), I.ep->take_average_bus_bytes();
   I.pipe.take_stats();
   const auto t0 = std::chrono::steady_clock::now();
   double loss = 0;
@@ -193,6 +218,7 @@ StepReport Trainer::Impl::step() {
   // The passes are done; what is left waits on other stages (their part of the tied embedding's
   // gradient, their receives), so it counts as bubble, not compute.
   const auto passes_done = std::chrono::steady_clock::now();
+  I.finish_dense_average();
   if (I.tied_work) {
     I.tied_work->wait();
     I.tied_work.reset();
@@ -210,6 +236,11 @@ StepReport Trainer::Impl::step() {
   r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds - tail_wait;
   r.pp_bytes = ps.bytes_sent;
   r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
+  if (I.ep) {
+    r.ep_bytes = I.ep->take_bytes();
+    r.ep_seconds = I.ep->take_seconds();
+    r.ep_bus_bytes = I.ep->take_average_bus_bytes();
+  }
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
   r.stages = I.gather_stages(r);
   r.experts = I.gather_experts();

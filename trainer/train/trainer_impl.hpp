@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/expert_parallel.hpp"
 #include "parallel/pipeline_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "strata/mesh.hpp"
@@ -34,7 +35,9 @@ struct Trainer::Impl {
   size_t wte_tensor() const;
   std::span<const float> wte();
   std::span<float> wte_grad();
+  std::vector<float> slice(size_t g, std::span<const float> full) const;
   void ready_unit(int g);
+  void finish_dense_average();
   void load_batch(Split split, int step, int m);
   float forward(int micro, int c, int step, Split split, int slot);
   void backward(int micro, int c);
@@ -53,6 +56,7 @@ struct Trainer::Impl {
   strata::Communicator metrics, tied;  // tied: this pipeline's first and last stage (pp > 1)
   int micro;                           // sequences per micro-batch
   std::unique_ptr<TensorParallel> tp;  // null when tp = 1
+  std::unique_ptr<ExpertParallel> ep;  // null when ep = 1
   Pipeline pipe;
   std::vector<int> unit_of;        // global unit -> engine unit (-1: not on this rank)
   int wte_copy = -1;               // engine unit of the tied wte copy, or -1
@@ -65,6 +69,7 @@ struct Trainer::Impl {
   strata::ZeroEngine engine;
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
+  std::vector<size_t> averaging;          // engine tensors whose average over ep is in flight
   std::unique_ptr<FailureReport> failures;
 };
 

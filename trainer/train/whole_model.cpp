@@ -28,24 +28,29 @@ std::vector<size_t> offsets(const std::vector<strata::TensorSpec>& specs) {
 
 // The whole model from per-tensor values laid out as this rank's engine lays its tensors out
 // (unpadded, in order): each slice placed into param_specs order by one rank holding it (dp
-// coordinate 0, tp rank 0 for a replicated tensor, never the tied copy), then summed over the
-// world, where every other rank adds zeros, so the sum is exact.
+// coordinate 0, tp rank 0 for a replicated tensor, ep rank 0 for a dense one, never the tied
+// copy), then summed over the world, where every other rank adds zeros, so the sum is exact.
 std::vector<float> Trainer::Impl::whole(const std::vector<float>& local) {
   const auto specs = param_specs(o.model);
   const std::vector<size_t> offset = offsets(specs);
   std::vector<float> out(offset.back(), 0.0f);
   const bool writer = mesh.coord(strata::Dim::dp) == 0;
-  const int tpr = mesh.coord(strata::Dim::tp);
+  const int tpr = mesh.coord(strata::Dim::tp), epr = mesh.coord(strata::Dim::ep);
   const auto& lay = engine.layout();
   size_t at = 0;
   for (size_t t = 0; t < global_tensor.size(); ++t) {
     const size_t n = lay.tensors()[t].numel(), g = size_t(global_tensor[t]);
-    const bool copy = lay.tensors()[t].unit == wte_copy;
-    const bool replicated = tp_split(specs[g].name) == TpSplit::replicated;
-    if (writer && !copy && (tpr == 0 || !replicated))
-      tp_place(o.model, g, std::span<const float>(local.data() + at, n), o.tp, tpr,
-               std::span<float>(out.data() + offset[g], specs[g].numel()));
+    const std::span<const float> mine(local.data() + at, n);
     at += n;
+    if (!writer || lay.tensors()[t].unit == wte_copy) continue;
+    if (is_expert_tensor(specs[g].name)) {  // this rank's block of the experts (no tp yet)
+      std::copy(mine.begin(), mine.end(), out.begin() + long(offset[g] + n * size_t(epr)));
+      continue;
+    }
+    const bool replicated = tp_split(specs[g].name) == TpSplit::replicated;
+    if (epr == 0 && (tpr == 0 || !replicated))
+      tp_place(o.model, g, mine, o.tp, tpr,
+               std::span<float>(out.data() + offset[g], specs[g].numel()));
   }
   metrics.all_reduce(strata::buffer(out), strata::ReduceOp::sum).wait();
   return out;
@@ -57,14 +62,16 @@ bool Trainer::replicas_identical() {
   Impl& I = *impl_;
   const auto& lay = I.engine.layout();
   const std::vector<float> mine = I.engine.full_params();
-  // Three fingerprints, each compared across the group that must hold equal copies.
-  std::vector<float> replicated, tied;
+  // Four fingerprints, each compared across the group that must hold equal copies.
+  std::vector<float> replicated, dense, tied;
   size_t at = 0;
   for (size_t t = 0; t < lay.tensors().size(); ++t) {
     const size_t n = lay.tensors()[t].numel();
     const bool is_wte = I.global_tensor[t] == 0;
+    const auto first = mine.begin() + long(at), last = mine.begin() + long(at + n);
     if (tp_split(lay.tensors()[t].name) == TpSplit::replicated)
-      replicated.insert(replicated.end(), mine.begin() + long(at), mine.begin() + long(at + n));
+      replicated.insert(replicated.end(), first, last);
+    if (!is_expert_tensor(lay.tensors()[t].name)) dense.insert(dense.end(), first, last);
     if (is_wte) tied.assign(mine.begin() + long(at), mine.begin() + long(at + n));
     at += n;
   }
@@ -76,6 +83,7 @@ bool Trainer::replicas_identical() {
   };
   std::vector<int> ok{same_across(I.mesh.group(strata::Dim::dp), mine) &&
                       same_across(I.mesh.group(strata::Dim::tp), replicated) &&
+                      same_across(I.mesh.group(strata::Dim::ep), dense) &&
                       same_across(I.tied, tied)};
   I.metrics.all_reduce(strata::buffer(ok), strata::ReduceOp::min).wait();
   return ok[0] == 1;
@@ -112,11 +120,10 @@ void Trainer::load(const std::string& dir) {
         std::to_string(w.model.experts) + " every " + std::to_string(w.model.moe_every) + ")");
   const auto specs = param_specs(c);
   const std::vector<size_t> offset = offsets(specs);
-  const int tpr = I.tp ? I.tp->rank() : 0;
   for (size_t t = 0; t < I.global_tensor.size(); ++t) {
     const size_t g = size_t(I.global_tensor[t]);
     auto slice = [&](const std::vector<float>& all) {
-      return tp_slice(c, g, std::span(all).subspan(offset[g], specs[g].numel()), I.o.tp, tpr);
+      return I.slice(g, std::span(all).subspan(offset[g], specs[g].numel()));
     };
     I.engine.set_state(t, slice(w.params), slice(w.m), slice(w.v));
   }

@@ -23,7 +23,7 @@ void for_each_chunk(const TrainOptions& o, int stage, F f) {
 Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   const Config& c = o.model;
   const double t = o.tp, m = o.micro_batches;
-  const double B = double(o.global_batch) / (double(ranks) / (o.tp * o.pp)) / m;
+  const double B = double(o.global_batch) / data_ranks(o, ranks) / m;
   const double N = B * c.ctx, S = 4.0 * N * c.embd;       // one activation of all rows, bytes
   const double ar = 2 * (t - 1) / t, half = (t - 1) / t;  // bus factors: all-reduce, AG or RS
   Traffic r;
@@ -50,8 +50,9 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   });
   // DP: the engine reduces every (padded) parameter's gradient once a step and, in stages 1-2,
   // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.
-  const int dp = ranks / (o.tp * o.pp), mp = o.tp * o.pp;
-  const double P = 4.0 * double(memory_formula(o, ranks, stage).params);
+  const int dp = ranks / (o.tp * o.ep * o.pp), mp = o.tp * o.ep * o.pp;
+  const Memory mem = memory_formula(o, ranks, stage);
+  const double P = 4.0 * double(mem.params);
   r.dp_bus_bytes =
       (o.stage <= 1 ? strata::all_reduce_bus_bytes(P, dp) : strata::gather_bus_bytes(P, dp)) +
       (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0);
@@ -60,33 +61,38 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
     r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, mp);
   }
   r.dp_known = o.stage < 3;
+  // EP: the dense gradients averaged over ep once a step, unpadded.
+  if (o.ep > 1) r.ep_bus_bytes = strata::all_reduce_bus_bytes(4.0 * double(mem.dense), o.ep);
   return r;
 }
 
 Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   const Config& c = o.model;
   const size_t t = size_t(o.tp), C = size_t(c.embd), T = size_t(c.ctx);
-  const size_t dp = size_t(ranks) / (t * size_t(o.pp));
+  const size_t dp = size_t(ranks) / (t * size_t(o.ep) * size_t(o.pp));
   const size_t wte = size_t(padded_vocab(c.vocab, o.tp)) / t * C;
   // A block: LayerNorms and row-parallel biases whole, the four matrices and two column-parallel
   // biases split over tp.
   const size_t block =
       4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
-  // A mixture-of-experts block (no tensor parallelism yet): the attention as above, the router
-  // [E, C] and E experts of the MLP's 8C^2 + 5C.
-  const size_t E = size_t(c.experts);
-  const size_t experts_block =
-      4 * C + C + 3 * C * C + 3 * C + C * C + E * C + E * (8 * C * C + 5 * C);
+  // A mixture-of-experts block (no tensor parallelism yet): the attention as above and the
+  // router [E, C], dense; E / ep experts of the MLP's 8C^2 + 5C.
+  const size_t E = size_t(c.experts), El = E / size_t(o.ep);
+  const size_t moe_dense = 4 * C + C + 3 * C * C + 3 * C + C * C + E * C;
+  const size_t moe_experts = El * (8 * C * C + 5 * C);
   auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
   Memory r;
   bool head_here = false, embed_here = false;
   for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
-    if (embed) r.params += padded(wte + T * C);
-    for (int l = first; l < last; ++l) r.params += padded(c.moe_block(l) ? experts_block : block);
-    if (head) r.params += padded(2 * C);
+    if (embed) r.params += padded(wte + T * C), r.dense += wte + T * C;
+    for (int l = first; l < last; ++l) {
+      r.params += padded(c.moe_block(l) ? moe_dense + moe_experts : block);
+      r.dense += c.moe_block(l) ? moe_dense : block;
+    }
+    if (head) r.params += padded(2 * C), r.dense += 2 * C;
     head_here |= head, embed_here |= embed;
   });
-  if (head_here && !embed_here) r.params += padded(wte);  // the tied copy
+  if (head_here && !embed_here) r.params += padded(wte), r.dense += wte;  // the tied copy
   const size_t P = r.params;
   r.param_bytes = 4 * (o.stage < 3 ? P : P / dp);
   r.grad_bytes = 4 * (o.stage < 2 ? P : P / dp);

@@ -18,6 +18,7 @@ struct Traffic {
   /// units as the schedule asks for them: no formula (dp_known false).
   double dp_bus_bytes = 0;
   bool dp_known = true;
+  double ep_bus_bytes = 0;  ///< the dense gradients' average over ep, bus sense
 };
 Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
 
@@ -25,6 +26,7 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
 /// its parameter, gradient and optimizer-state bytes under ZeRO stage o.stage.
 struct Memory {
   size_t params = 0;
+  size_t dense = 0;  ///< of which replicated over ep (all but experts), unpadded
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;
 };
 Memory memory_formula(const TrainOptions& o, int ranks, int stage);

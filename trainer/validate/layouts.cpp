@@ -19,7 +19,7 @@ int numbered(const std::string& token, const std::string& prefix) {
 
 TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks) {
   TrainOptions o = base;
-  o.tp = o.pp = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
+  o.tp = o.pp = o.ep = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
   o.schedule = pp::Schedule::one_f_one_b;
   int dp = -1;
   bool virtual_given = false;
@@ -31,6 +31,8 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
       o.tp = n;
     else if ((n = numbered(tok, "pp")) > 0)
       o.pp = n;
+    else if ((n = numbered(tok, "ep")) > 0)
+      o.ep = n;
     else if ((n = numbered(tok, "dp")) > 0)
       dp = n;
     else if ((n = numbered(tok, "zero")) >= 0 && n <= 3)
@@ -47,9 +49,9 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
       throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
   }
   if (o.schedule == pp::Schedule::interleaved && !virtual_given) o.virtual_stages = 2;
-  if (dp > 0 && dp * o.tp * o.pp != ranks)
+  if (dp > 0 && dp * o.tp * o.ep * o.pp != ranks)
     throw std::invalid_argument("layout '" + name +
-                                "': tp*pp*dp = " + std::to_string(dp * o.tp * o.pp) +
+                                "': tp*ep*pp*dp = " + std::to_string(dp * o.tp * o.ep * o.pp) +
                                 " but there are " + std::to_string(ranks) + " ranks");
   o.micro_batches = base.micro_batches * o.tp * o.pp;
   try {
@@ -86,6 +88,11 @@ std::vector<TrainOptions> validate_layouts(const std::string& layouts, const Tra
     if (ranks >= 8) names.push_back("tp2.pp2.zero1");
   }
   if (ranks % 2 == 0 && ranks >= 4) names.push_back("tp2.zero3");
+  if (base.model.experts > 0)  // expert parallelism over every size the experts and ranks allow
+    for (int ep = 2; ep <= ranks; ++ep) {
+      names.push_back("ep" + std::to_string(ep));
+      if (ranks / ep > 1) names.push_back("ep" + std::to_string(ep) + ".zero3");
+    }
   for (const std::string& n : names) {
     try {
       out.push_back(parse_layout(n, base, ranks));

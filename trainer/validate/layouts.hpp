@@ -11,15 +11,16 @@
 
 namespace gpt {
 
-/// One layout from its name: tokens joined by '.', any order: tpN, ppN, dpN (checked against the
-/// ranks), sp, gpipe | 1f1b | interleaved, vN (virtual stages; interleaved defaults to 2),
+/// One layout from its name: tokens joined by '.', any order: tpN, ppN, epN, dpN (checked against
+/// the ranks), sp, gpipe | 1f1b | interleaved, vN (virtual stages; interleaved defaults to 2),
 /// zeroN (ZeRO stage), recompute; "dp" alone is plain data parallelism. Everything else comes from
 /// `base`. Throws std::invalid_argument naming the token or the check that failed.
 TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks);
 
 /// The layouts of a validate run: `names` (comma-separated) parsed, or when empty every layout
 /// `ranks` allow: DP and ZeRO-1/2/3; each tp (with and without sp); each pp under each schedule;
-/// tp x pp; ZeRO on the dp group of a 3D layout. Each starts from `base`. Candidates the model
+/// tp x pp; ZeRO on the dp group of a 3D layout; with experts, each ep (and ZeRO-3 beside it
+/// where dp > 1). Each starts from `base`. Candidates the model
 /// cannot hold are left out of the default list; an explicit one that does not fit throws.
 std::vector<TrainOptions> validate_layouts(const std::string& names, const TrainOptions& base,
                                            int ranks);

@@ -26,6 +26,8 @@ std::vector<Probe> probes_of(const TrainOptions& o, const strata::MeshShape& sha
           out.push_back({strata::Dim::tp, "reduce_scatter"});
   }
   if (shape.pp > 1) out.push_back({strata::Dim::pp, "send/recv"});
+  if (shape.ep > 1)  // the experts' rows, and the dense gradients' average
+    out.push_back({strata::Dim::ep, "all_to_all"}), out.push_back({strata::Dim::ep, "all_reduce"});
   if (shape.dp > 1) {
     if (o.stage <= 1) out.push_back({strata::Dim::dp, "all_reduce"});
     if (o.stage >= 2) out.push_back({strata::Dim::dp, "reduce_scatter"});
@@ -51,6 +53,8 @@ double measure(strata::Communicator& g, const std::string& collective, size_t by
       g.reduce_scatter(strata::buffer(a), strata::Buffer{b.data(), count / size_t(n)},
                        strata::ReduceOp::sum)
           .wait();
+    } else if (collective == "all_to_all") {
+      g.all_to_all(strata::buffer(a), strata::buffer(b)).wait();
     } else {  // send/recv: every stage to the next, around the ring, at once
       strata::Work s = g.send(strata::buffer(a), (g.rank() + 1) % n, 7);
       g.recv(strata::buffer(b), (g.rank() + n - 1) % n, 7).wait();

@@ -112,6 +112,7 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   if (!l.schedule.empty())
     o += " (" + md(l.schedule) + " schedule, " +
          count_of(l.virtual_stages, "virtual stage", "virtual stages") + " per rank)";
+  if (l.ep > 1) o += ", ep " + std::to_string(l.ep);
   o += ", dp " + std::to_string(l.dp) + ", ZeRO stage " + std::to_string(l.zero_stage) + ", " +
        count_of(l.micro_batches, "micro-batch", "micro-batches") + ".\n\n";
   for (const std::string& why : failure_reasons(l, r.tolerance)) o += "- fails: " + md(why) + "\n";
@@ -137,8 +138,11 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   o += "\nPer stage, one step: pipeline bubble and traffic in bytes, measured next to the "
        "formula (a different figure is bold).\n\n";
   o += "| stage | bubble | ideal | tp bytes | formula | pp bytes | formula | dp bus bytes | "
-       "formula |\n";
-  o += "|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+       "formula |";
+  if (l.ep > 1) o += " ep a2a bytes | ep bus bytes | formula |";
+  o += "\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|";
+  if (l.ep > 1) o += "--:|--:|--:|";
+  o += "\n";
   for (const ReportStage& s : l.stages) {
     const bool dp_known = s.dp_bus_bytes_formula >= 0;
     o += "| " + std::to_string(s.stage) + " | " + percent(s.bubble) + " | " +
@@ -148,8 +152,12 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
          measured(s.pp_bytes, same(s.pp_bytes, s.pp_bytes_formula)) + " | " +
          exact(s.pp_bytes_formula) + " | " +
          measured(s.dp_bus_bytes, !dp_known || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) +
-         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) +
-         " |\n";
+         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) + " |";
+    if (l.ep > 1)
+      o += " " + exact(s.ep_bytes) + " | " +
+           measured(s.ep_bus_bytes, same(s.ep_bus_bytes, s.ep_bus_bytes_formula)) + " | " +
+           exact(s.ep_bus_bytes_formula) + " |";
+    o += "\n";
   }
   o += "\nPer stage, memory of one rank in bytes (exact), measured next to the formula:\n\n";
   o += "| stage | params | formula | grads | formula | optimizer | formula | activations (peak) | "
