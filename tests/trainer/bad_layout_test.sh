@@ -27,7 +27,7 @@ check "--virtual-stages 2 needs --schedule interleaved" train --config tiny --la
 check "layout 'tp3': layout tp=3 pp=1: tp*pp = 3 does not divide the 4 ranks" validate --config tiny --layouts tp3
 # Mixture of experts: a token takes k distinct experts; what is not built yet says so.
 check "--top-k 3 exceeds --experts 2 (a token takes k distinct experts, at most 64)" train --config tiny --experts 2 --top-k 3
-check "--experts with --tp or --pp: not built yet (with --ep, dp and ZeRO it is)" train --config tiny --experts 4 --tp 2
+check "--experts with --tp: not built yet (with --ep, --pp, dp and ZeRO it is)" train --config tiny --experts 4 --tp 2
 # Expert parallelism: experts to split, evenly, over ranks that divide the world.
 check "--ep 2 needs --experts" train --config tiny --ep 2
 check "--experts 3 does not divide over --ep 2 ranks" train --config tiny --experts 3 --ep 2

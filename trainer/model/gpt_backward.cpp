@@ -47,6 +47,8 @@ void Model::head_backward(const Params& lnf, std::span<const float> wte, const G
                         d.Nl, d.C, accumulate, s.dsum.data());
 }
 
+void Model::set_grad_scale(float grad_scale) { s_->grad_scale = grad_scale; }
+
 void Model::block_backward(int l, const Params& p, const Grads& g, bool accumulate) {
   check_layer("block_backward", l);
   check_unit("block_backward", s_->shapes, 1 + l, p);

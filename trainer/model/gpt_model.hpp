@@ -149,6 +149,9 @@ class Model {
 
   void head_backward(const Params& lnf, std::span<const float> wte, const Grads& lnf_grad,
                      std::span<float> wte_grad, float grad_scale, bool accumulate);
+  /// The scale the auxiliary loss's gradient takes in block_backward (head_backward sets it to
+  /// its grad_scale): a part without the head sets it itself, once.
+  void set_grad_scale(float grad_scale);
   void block_backward(int l, const Params& p, const Grads& g, bool accumulate);
   void embed_backward(const Grads& unit0_grad, bool accumulate);
 

@@ -72,8 +72,8 @@ void check_layout(const TrainOptions& o, int ranks) {
     refuse("--top-k " + std::to_string(c.top_k) + " exceeds --experts " +
            std::to_string(c.experts) + " (a token takes k distinct experts, at most " +
            std::to_string(moe::kMaxTopK) + ")");
-  if (c.experts > 0 && (o.tp > 1 || o.pp > 1))
-    refuse("--experts with --tp or --pp: not built yet (with --ep, dp and ZeRO it is)");
+  if (c.experts > 0 && o.tp > 1)
+    refuse("--experts with --tp: not built yet (with --ep, --pp, dp and ZeRO it is)");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
   if (o.sp && c.ctx % o.tp != 0)
     refuse("--sp: the sequence of " + std::to_string(c.ctx) +
@@ -153,11 +153,13 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
     throw std::invalid_argument("model vocabulary " + std::to_string(o.model.vocab) +
                                 " but the corpus has " + std::to_string(data.vocab()) +
                                 " characters");
-  // The first and last stage of each pipeline share the tied wte's gradient.
+  // The first and last stage of each pipeline share the tied wte's gradient: one group per
+  // pipeline, that is per (tp, ep, dp) coordinate.
   const int stage = mesh.coord(strata::Dim::pp);
   const bool ends = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
-  tied = world.split(ends ? mesh.coord(strata::Dim::tp) + o.tp * mesh.coord(strata::Dim::dp) : -1,
-                     stage, strata::CommOptions{.name = "gpt/tied"});
+  const int pipeline = mesh.coord(strata::Dim::tp) +
+                       o.tp * (mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp));
+  tied = world.split(ends ? pipeline : -1, stage, strata::CommOptions{.name = "gpt/tied"});
   name_groups(world);
   for (size_t t = 0; t < global_tensor.size(); ++t) {
     const size_t g = size_t(global_tensor[t]);
@@ -217,6 +219,7 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
     mo.ep = ep.get();
     mo.slots = pipe.slots(ch);
     chunks.emplace_back(c, micro, mo);
+    chunks.back().set_grad_scale(1.0f / float(o.micro_batches));  // the aux loss's, headless too
   }
   routed.assign(size_t(L), {});
   for (int l = 0; l < L; ++l)

@@ -58,8 +58,9 @@ void Trainer::Impl::load_batch(Split split, int step, int m) {
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
 }
 
-// Micro-batch `micro` forward through chunk c (into `slot`); returns its mean loss on the
-// model's last stage, 0 elsewhere.
+// Micro-batch `micro` forward through chunk c (into `slot`); returns its part of the loss: the
+// mean cross-entropy on the model's last stage, plus the load-balancing loss of its own
+// mixture-of-experts blocks on every stage.
 float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slot) {
   Model& model = chunks[size_t(c)];
   model.select(slot);
@@ -85,7 +86,7 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
   }
   if (!model.has_head()) {
     pipe.send_activation(c, model.output());
-    return 0.0f;
+    return model.aux_loss();
   }
   const int head = o.model.layers + 1;
   const size_t wu = wte_unit();
@@ -141,8 +142,9 @@ void Trainer::Impl::backward(int micro_id, int c) {
 }
 
 double Trainer::Impl::reduce_loss(double local) {
-  // The last stage's loss (once per tp group), averaged over the ranks reading their own data.
-  const bool counts = pipe.last(pipe.chunks() - 1) && mesh.coord(strata::Dim::tp) == 0;
+  // Every stage's part of the loss (once per tp group), averaged over the ranks reading their own
+  // data.
+  const bool counts = mesh.coord(strata::Dim::tp) == 0;
   std::vector<double> v{counts ? local : 0.0};
   metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
   return v[0] / data_ranks(o, metrics.size());
@@ -222,6 +224,7 @@ StepReport Trainer::Impl::step() {
   if (I.tied_work) {
     I.tied_work->wait();
     I.tied_work.reset();
+    if (I.ep) I.ep->start_average({I.wte_grad()}), I.ep->finish_average();  // dense, as any
     I.engine.ready(I.wte_tensor());
   }
   I.pipe.finish_sends();
