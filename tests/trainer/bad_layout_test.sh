@@ -25,9 +25,9 @@ check "--tp 4 does not divide the 2 heads" train --config tiny --tp 4
 check "4 pipeline stages (pp=4 x 1 virtual) but only 2 layers" train --config tiny --pp 4
 check "--virtual-stages 2 needs --schedule interleaved" train --config tiny --layers 4 --pp 2 --virtual-stages 2
 check "layout 'tp3': layout tp=3 pp=1: tp*pp = 3 does not divide the 4 ranks" validate --config tiny --layouts tp3
-# Mixture of experts: a token takes k distinct experts; what is not built yet says so.
+# Mixture of experts: a token takes k distinct experts; tp ranks route whole sequences.
 check "--top-k 3 exceeds --experts 2 (a token takes k distinct experts, at most 64)" train --config tiny --experts 2 --top-k 3
-check "--experts with --tp: not built yet (with --ep, --pp, dp and ZeRO it is)" train --config tiny --experts 4 --tp 2
+check "--experts with --tp 2: micro-batches of size 1 do not divide over tp (each tp rank routes whole sequences)" train --config tiny --experts 4 --tp 2 --batch 4 --micro-batches 2
 # Expert parallelism: experts to split, evenly, over ranks that divide the world.
 check "--ep 2 needs --experts" train --config tiny --ep 2
 check "--experts 3 does not divide over --ep 2 ranks" train --config tiny --experts 3 --ep 2

@@ -1,8 +1,8 @@
 // Expert parallelism in the trainer under mpirun (gpt_parallel_np2/3/4), against one rank: a
 // mixture-of-experts model trained at ep2, ep3, ep4 (beside dp, under ZeRO-3, with a pipeline,
-// dropless and with a capacity) gives the one-rank losses and parameters; clipping's norm counts
-// the dense parameters once and every expert; a checkpoint written at ep2 resumes at ep1, ep2 and
-// ep4.
+// with tp and sp, dropless and with a capacity) gives the one-rank losses and parameters;
+// clipping's norm counts the dense parameters once and every expert; a checkpoint written at ep2
+// resumes at ep1, ep2 and ep4.
 #include <filesystem>
 
 #include "tests/trainer/layout_runs.hpp"
@@ -19,9 +19,10 @@ TrainOptions moe(int E, int k, double capacity) {
   return o;
 }
 
-TrainOptions with_ep(TrainOptions o, int ep, int stage = 0, int pp = 1) {
-  o.ep = ep, o.stage = stage, o.pp = pp;
-  o.micro_batches *= pp;  // validate's rule: micro-batches of one size in every layout
+TrainOptions with_ep(TrainOptions o, int ep, int stage = 0, int pp = 1, int tp = 1,
+                     bool sp = false) {
+  o.ep = ep, o.stage = stage, o.pp = pp, o.tp = tp, o.sp = sp;
+  o.micro_batches *= pp * tp;  // validate's rule: micro-batches of one size in every layout
   return o;
 }
 
@@ -55,20 +56,29 @@ TEST(ExpertParallel, TrainsAsOneRankDoes) {
     cases.push_back({with_ep(moe(E, 2, 0), ep), "dropless top-2"});
     if ((ep & (ep - 1)) == 0) cases.push_back({with_ep(moe(E, 1, 1.0), ep), "capacity 1, top-1"});
     if (w.size() / ep > 1) cases.push_back({with_ep(moe(E, 2, 0), ep, 3), "dropless, ZeRO-3"});
-    if (w.size() % (2 * ep) == 0)
+    if (w.size() % (2 * ep) == 0) {
       cases.push_back({with_ep(moe(E, 1, 1.0), ep, 0, 2), "capacity 1, top-1, 1F1B"});
+      cases.push_back({with_ep(moe(E, 2, 0), ep, 0, 1, 2), "dropless top-2, tp2"});
+      cases.push_back({with_ep(moe(E, 1, 1.0), ep, 0, 1, 2, true), "capacity 1, top-1, tp2.sp"});
+    }
   }
   ASSERT_FALSE(cases.empty());
   for (Case& c : cases) {
     c.o.model.vocab = corpus().vocab();
     const std::string what = gpt::layout_name(c.o, w.size()) + " " + c.what;
     TrainOptions one = c.o;
-    one.ep = one.pp = 1, one.stage = 0;
+    one.ep = one.pp = one.tp = 1, one.sp = false, one.stage = 0;
     const Trained ref = reference(one, kSteps);
     gpt::Trainer t(w, corpus(), c.o);
     Trained got;
-    for (int s = 0; s < kSteps; ++s) got.losses.push_back(t.step().loss);
+    gpt::StepReport last;
+    for (int s = 0; s < kSteps; ++s) got.losses.push_back((last = t.step()).loss);
     got.params = t.parameters();
+    // Every assignment routed once over the world (tp ranks route their shares of the
+    // sequences, never the same token twice): the experts' tokens and the dropped make T k.
+    for (const auto& x : last.experts)
+      EXPECT_DOUBLE_EQ(x.mean * c.o.model.experts + x.dropped, tokens(c.o) * c.o.model.top_k)
+          << what << " block " << x.layer;
     EXPECT_TRUE(t.replicas_identical()) << what;
     const double losses = max_rel(got.losses, ref.losses);
     // Every gradient sums the global batch's rows (the experts': those routed to them), here in
@@ -106,7 +116,10 @@ TEST(ExpertParallel, ClippingCountsTheDenseParametersOnceAndEveryExpert) {
   // With a pipeline too, where the tied embedding's gradient is reduced across its ends before
   // its average over ep (a tied group spanning ep would count it ep times).
   std::vector<TrainOptions> layouts{with_ep(base, ep)};
-  if (w.size() % (2 * ep) == 0) layouts.push_back(with_ep(base, ep, 0, 2));
+  if (w.size() % (2 * ep) == 0) {
+    layouts.push_back(with_ep(base, ep, 0, 2));
+    layouts.push_back(with_ep(base, ep, 0, 1, 2));  // router and experts whole over tp
+  }
   for (const TrainOptions& o : layouts) {
     // Squared norms of every rank's slices summed in another order, gradients averaged in
     // another.

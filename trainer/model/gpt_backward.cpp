@@ -68,16 +68,30 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
 
   float* dres = s.dres.data();  // in: d(block output); out: d(block input)
   double* sum = s.dsum.data();
-  if (experts) {  // out = res2 + experts(ln2(res2)): d(ln2) into partial, then as below
+  if (experts) {
+    // out = res2 + experts(ln2(res2)): d(ln2) of this rank's sequences (all of them without tp)
+    // into partial, every tp rank's gathered, this rank's rows of it into the LayerNorm's
+    // backward. Under sequence parallelism both ln2 and d(out) are gathered first (into full and
+    // dbtc, free until the attention's backward). The router's and experts' gradients cover
+    // this rank's sequences: the trainer sums them over tp.
+    const size_t at = reg.share_offset();
+    const float* dout = reg.enter(dres, s.dbtc.data()) + at;
+    const float* ln2 = reg.enter(a.ln2.data(), s.full.data()) + at;
     std::fill(s.partial.begin(), s.partial.end(), 0.0f);
-    moe::backward(s.partial.data(), g[ROUTERW].data(),
-                  {g[EFCW].data(), g[EFCB].data(), g[EFCPROJW].data(), g[EFCPROJB].data()}, dres,
-                  *a.moe, a.ln2.data(), p[ROUTERW].data(),
-                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
-                  c_.aux_loss_coef * s.grad_scale, accumulate, *s.moe, ep_);
-    L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(), s.partial.data(), a.res2.data(),
-                          p[LN2W].data(), a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate,
-                          sum);
+    moe::backward(
+        s.partial.data() + at, g[ROUTERW].data(),
+        {g[EFCW].data(), g[EFCB].data(), g[EFCPROJW].data(), g[EFCPROJB].data()}, dout, *a.moe, ln2,
+        p[ROUTERW].data(), {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
+        c_.aux_loss_coef * s.grad_scale * float(d.Bx) / float(d.B), accumulate, *s.moe, ep_);
+    reg.gather_shares(s.partial.data());
+    const float* dln2 = s.partial.data();
+    if (Nl != N) {  // sequence parallelism: this rank's rows
+      for (size_t i = 0; i < size_t(Nl); ++i)
+        std::copy_n(s.partial.data() + reg.row_of(i) * C, C, s.rows.data() + i * C);
+      dln2 = s.rows.data();
+    }
+    L::layernorm_backward(dres, g[LN2W].data(), g[LN2B].data(), dln2, a.res2.data(), p[LN2W].data(),
+                          a.ln2_mean.data(), a.ln2_rstd.data(), Nl, C, accumulate, sum);
   } else {
     // out = res2 + fcproj(gelu(fc(ln2(res2)))): the MLP branch, last op first. Sequence
     // parallelism gathers the rows of each gradient leaving a region, and re-gathers each

@@ -35,10 +35,10 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
                                 std::to_string(last_) + ") outside the model's " +
                                 std::to_string(c.layers));
   if (o.slots < 1) throw std::invalid_argument("gpt::Model: slots must be positive");
-  if (tp_ && c.experts > 0)
+  if (tp_ && c.experts > 0 && batch % tp_->size() != 0)
     throw std::invalid_argument(
-        "gpt::Model: mixture of experts under tensor parallelism is not "
-        "built yet");
+        "gpt::Model: a mixture of experts under tp=" + std::to_string(tp_->size()) +
+        " routes whole sequences, and " + std::to_string(batch) + " do not divide over tp");
   if (ep_ && c.experts % ep_->size() != 0)
     throw std::invalid_argument("gpt::Model: " + std::to_string(c.experts) +
                                 " experts do not divide over " + std::to_string(ep_->size()) +
@@ -71,7 +71,7 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
   bool dense = false, experts = false;
   for (int l = first_; l < last_; ++l) (c.moe_block(l) ? experts : dense) = true;
   if (recompute_) s.shared.emplace_back(d, dense, experts);
-  if (experts) s.moe = std::make_unique<moe::Scratch>(d.B, d.T, d.C, d.E, d.k, d.P);
+  if (experts) s.moe = std::make_unique<moe::Scratch>(d.Bx, d.T, d.C, d.E, d.k, d.P);
   s.dres.resize(Nl * C);
   s.dbtc.resize(N * C);
   s.partial.resize(N * C);
@@ -152,11 +152,16 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
   residual_add(a.res2.data(), x, p[PROJB].data(), reg.leave(s.partial, s.rows), Nl, C);
   L::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
                        p[LN2W].data(), p[LN2B].data(), Nl, C);
-  if (experts) {  // out = res2 + experts(ln2): every row here (no tensor parallelism)
-    moe::forward(*a.moe, s.partial, a.ln2.data(), p[ROUTERW].data(),
+  if (experts) {  // out = res2 + experts(ln2): this rank's sequences, then every tp rank's
+    const size_t at = reg.share_offset();
+    moe::forward(*a.moe, s.partial + at, reg.enter(a.ln2.data(), s.full) + at, p[ROUTERW].data(),
                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
                  d.capacity, reg.ep);
-    for (size_t i = 0; i < size_t(N) * C; ++i) out[i] = a.res2[i] + s.partial[i];
+    reg.gather_shares(s.partial);
+    for (size_t i = 0; i < size_t(Nl); ++i) {
+      const float *r = a.res2.data() + i * C, *e = s.partial + reg.row_of(i) * C;
+      for (int k = 0; k < C; ++k) out[i * C + k] = r[k] + e[k];
+    }
     return;
   }
   L::matmul_forward(a.fch.data(), reg.enter(a.ln2.data(), s.full), p[FCW].data(), p[FCB].data(), N,
@@ -178,7 +183,9 @@ void Model::block(int l, const Params& p) {
                 Regions{tp_, s.d, ep_}, {s.partial.data(), s.full.data(), s.rows.data()},
                 c_.moe_block(l));
   if (i == 0) s.cur->aux = 0;
-  if (c_.moe_block(l)) s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux;
+  // Under tp each rank's aux loss is the mean over its share of the sequences: its part of the
+  // whole is that share's fraction of it.
+  if (c_.moe_block(l)) s.cur->aux += double(c_.aux_loss_coef) * a.moe->r.aux * s.d.Bx / s.d.B;
 }
 
 float Model::aux_loss() const { return float(s_->cur->aux); }

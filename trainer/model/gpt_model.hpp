@@ -137,6 +137,8 @@ class Model {
   float head(std::span<const int> targets, const Params& lnf, std::span<const float> wte);
   /// The load-balancing loss of this part's mixture-of-experts blocks in the selected slot's last
   /// forward (aux_loss_coef included; 0 without experts): the training loss is head() plus it.
+  /// Under tensor parallelism each rank routes its share of the sequences and this is its share
+  /// of the loss: the tp group's sum is the whole.
   float aux_loss() const;
   /// Mixture-of-experts block l's routing in the last block(l): the tokens each of the E experts
   /// took (assignments kept) and the assignments its capacity dropped. Read it right after

@@ -63,6 +63,7 @@ struct Dims {
   int V, Vl, vfirst;   // vocabulary, this rank's share of the padded vocabulary, its first id
   int E, k;            // experts and experts per token (mixture-of-experts blocks)
   int P;               // ranks the experts are split over (1: all here)
+  int Bx, xfirst;      // the sequences this rank routes to them (its tp share) and the first
   double capacity;     // their capacity factor (0: dropless)
 };
 
@@ -74,6 +75,7 @@ inline Dims dims_of(const Config& c, int B, ModelParallel* tp, moe::Exchange* ep
   d.Cl = c.embd / t, d.NHl = c.heads / t, d.Hl = 4 * c.embd / t;
   d.V = c.vocab, d.Vl = tp ? tp->vocab_share(c.vocab) : c.vocab, d.vfirst = r * d.Vl;
   d.E = c.experts, d.k = c.top_k, d.capacity = c.capacity_factor, d.P = ep ? ep->size() : 1;
+  d.Bx = B / t, d.xfirst = r * d.Bx;
   return d;
 }
 
@@ -105,7 +107,7 @@ struct BlockActs {
         ln2_rstd(d.Nl),
         fch(mlp ? size_t(d.N) * d.Hl : 0),
         fch_gelu(fch.size()),
-        moe(experts ? std::make_unique<moe::Acts>(d.B, d.T, d.C, d.E, d.k, d.P) : nullptr) {}
+        moe(experts ? std::make_unique<moe::Acts>(d.Bx, d.T, d.C, d.E, d.k, d.P) : nullptr) {}
   size_t bytes() const {
     size_t n = 0;
     for (const auto* v : {&ln1, &ln1_mean, &ln1_rstd, &qkv, &att, &atty, &res2, &ln2, &ln2_mean,
@@ -147,6 +149,20 @@ struct Regions {
   float* leave(float* partial, float* rows) const {
     return tp ? tp->reduce_rows(partial, rows, d.B, d.T, d.C) : partial;
   }
+  // Which of all B*T rows this rank's residual row i is (sequence parallelism holds a run of
+  // each sequence's positions).
+  size_t row_of(size_t i) const {
+    if (!tp || d.Nl == d.N) return i;
+    const size_t run = size_t(d.Nl / d.B);
+    return i / run * size_t(d.T) + size_t(tp->position(i, d.T));
+  }
+  // A mixture-of-experts block's shares of the sequences: under tp each rank routes B / tp
+  // whole sequences (routing, capacity and the aux loss are per sequence), written at their rows
+  // of `all` [N, C]; this gathers every rank's. Rows replicated over tp are dispatched once.
+  void gather_shares(float* all) const {
+    if (tp) tp->all_gather_sequences(all, size_t(d.Bx) * d.T * d.C);
+  }
+  size_t share_offset() const { return size_t(d.xfirst) * d.T * d.C; }
 };
 
 // out = (x + b) + red, row by row: the residual, the bias of a row-parallel matmul (added once,
@@ -244,7 +260,8 @@ struct BlockScratch {
 // One block's forward from its input x [Nl, C] into out [Nl, C], keeping what backward needs in
 // a. Column-parallel matmuls take all rows (entering), row-parallel ones leave partial sums
 // that are reduced before the bias and the residual are added. A mixture-of-experts block
-// (`moe`) routes ln2's rows to its experts instead of the MLP (no tensor parallelism).
+// (`moe`) routes ln2's rows to its experts instead of the MLP (its share of the sequences under
+// tensor parallelism, Regions::gather_shares).
 void block_forward(BlockActs& a, float* out, const float* x, const Params& p, const Dims& d,
                    const Regions& reg, const BlockScratch& s, bool moe);
 

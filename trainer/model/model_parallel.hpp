@@ -34,6 +34,9 @@ class ModelParallel {
   virtual const float* gather_rows(const float* local, float* full, int B, int T, int C) = 0;
   /// Leaving a row-parallel product (g forward, f backward): partial sums -> this rank's rows.
   virtual float* reduce_rows(float* partial, float* local, int B, int T, int C) = 0;
+  /// In place: `count` floats of every rank, in rank order; this rank's at all + rank() * count
+  /// on entry, every rank's on return (a mixture-of-experts block's shares of the sequences).
+  virtual void all_gather_sequences(float* all, size_t count) = 0;
   /// The vocabulary-parallel cross-entropy (tensor_parallel.hpp says how).
   virtual double cross_entropy(float* probs, const float* logits, const int* targets, int N, int Vl,
                                int first, int V) = 0;

@@ -211,6 +211,13 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
   return total;
 }
 
+void TensorParallel::all_gather_sequences(float* all, size_t count) {
+  const size_t n = count * size_t(size());
+  bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * n, size());
+  group_.all_gather(strata::Buffer{all + size_t(rank()) * count, count}, strata::Buffer{all, n})
+      .wait();
+}
+
 void TensorParallel::all_reduce_sum(std::span<float> v) {
   if (size() == 1) return;
   bus_bytes_ += strata::all_reduce_bus_bytes(v.size_bytes(), size());

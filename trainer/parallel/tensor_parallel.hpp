@@ -80,6 +80,7 @@ class TensorParallel : public ModelParallel {
   /// All-reduces `partial` in place and returns it; under sequence parallelism reduce-scatters
   /// into `local` and returns that (`partial` is clobbered).
   float* reduce_rows(float* partial, float* local, int B, int T, int C) override;
+  void all_gather_sequences(float* all, size_t count) override;
 
   /// The vocabulary-parallel cross-entropy over logits [N, Vl] of vocabulary ids [first,
   /// first + Vl), of which ids >= V are padding: max, then (sum of exponentials, target logit)

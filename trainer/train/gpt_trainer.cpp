@@ -72,8 +72,6 @@ void check_layout(const TrainOptions& o, int ranks) {
     refuse("--top-k " + std::to_string(c.top_k) + " exceeds --experts " +
            std::to_string(c.experts) + " (a token takes k distinct experts, at most " +
            std::to_string(moe::kMaxTopK) + ")");
-  if (c.experts > 0 && o.tp > 1)
-    refuse("--experts with --tp: not built yet (with --ep, --pp, dp and ZeRO it is)");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
   if (o.sp && c.ctx % o.tp != 0)
     refuse("--sp: the sequence of " + std::to_string(c.ctx) +
@@ -93,6 +91,10 @@ void check_layout(const TrainOptions& o, int ranks) {
     refuse("global batch " + std::to_string(o.global_batch) + " does not divide into " +
            (o.ep > 1 ? "ep x dp=" : "dp=") + std::to_string(readers) + " x " +
            std::to_string(o.micro_batches) + " micro-batches");
+  const long micro = o.global_batch / per_step;
+  if (c.experts > 0 && micro % o.tp != 0)
+    refuse("--experts with --tp " + std::to_string(o.tp) + ": micro-batches of size " +
+           std::to_string(micro) + " do not divide over tp (each tp rank routes whole sequences)");
 }
 
 int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.pp); }

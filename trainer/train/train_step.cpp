@@ -11,10 +11,12 @@
 namespace gpt {
 
 // Marks global unit g's gradients final: under sequence parallelism the LayerNorms' (replicated,
-// computed on this rank's rows only) are first summed over the tp group. The tied wte waits for
-// its reduction across the pipeline (launch_tied_reduction). Under expert parallelism the
-// experts' gradients (every ep rank's tokens, summed) are scaled by 1 / ep, and the dense ones
-// are averaged over ep in the background, ready when the next unit is (finish_dense_average).
+// computed on this rank's rows only) are first summed over the tp group, and so are a
+// mixture-of-experts block's router and experts (replicated, computed on this rank's sequences).
+// The tied wte waits for its reduction across the pipeline (launch_tied_reduction). Under expert
+// parallelism the experts' gradients (every ep rank's tokens, summed) are scaled by 1 / ep, and the
+// dense ones are averaged over ep in the background, ready when the next unit is
+// (finish_dense_average).
 void Trainer::Impl::ready_unit(int g) {
   finish_dense_average();
   const auto& lay = engine.layout();
@@ -22,7 +24,8 @@ void Trainer::Impl::ready_unit(int g) {
   std::vector<std::span<float>> dense;
   for (size_t t = lay.unit_first_tensor(u); t < lay.unit_last_tensor(u); ++t) {
     const std::string& name = lay.tensors()[t].name;
-    if (tp && o.sp && is_layernorm(name)) tp->all_reduce_sum(engine.grad(t));
+    const bool moe = is_expert_tensor(name) || name.ends_with(".router_w");
+    if (tp && ((o.sp && is_layernorm(name)) || moe)) tp->all_reduce_sum(engine.grad(t));
     const bool tied_wte = g == 0 && t == lay.unit_first_tensor(u) && tied;
     if (tied_wte) continue;
     if (!ep) {
@@ -58,9 +61,9 @@ void Trainer::Impl::load_batch(Split split, int step, int m) {
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
 }
 
-// Micro-batch `micro` forward through chunk c (into `slot`); returns its part of the loss: the
-// mean cross-entropy on the model's last stage, plus the load-balancing loss of its own
-// mixture-of-experts blocks on every stage.
+// Micro-batch `micro` forward through chunk c (into `slot`); returns this rank's share of the
+// loss: the mean cross-entropy on the model's last stage (tp rank 0's: every tp rank has it),
+// plus the load-balancing loss of the chunk's mixture-of-experts blocks (each tp rank's share).
 float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slot) {
   Model& model = chunks[size_t(c)];
   model.select(slot);
@@ -94,7 +97,8 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
   engine.gather(wu);
   engine.gather(size_t(unit_of[size_t(head)]));
   // The training loss: the cross-entropy and the experts' load-balancing loss, if any.
-  const float loss = model.head(targets, unit_params(head), wte()) + model.aux_loss();
+  const float ce = model.head(targets, unit_params(head), wte());
+  const float loss = (mesh.coord(strata::Dim::tp) == 0 ? ce : 0.0f) + model.aux_loss();
   engine.release(size_t(unit_of[size_t(head)]));
   engine.release(wu);
   return loss;
@@ -142,10 +146,8 @@ void Trainer::Impl::backward(int micro_id, int c) {
 }
 
 double Trainer::Impl::reduce_loss(double local) {
-  // Every stage's part of the loss (once per tp group), averaged over the ranks reading their own
-  // data.
-  const bool counts = mesh.coord(strata::Dim::tp) == 0;
-  std::vector<double> v{counts ? local : 0.0};
+  // Every rank's share of the loss (forward), averaged over the ranks reading their own data.
+  std::vector<double> v{local};
   metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
   return v[0] / data_ranks(o, metrics.size());
 }
@@ -166,9 +168,8 @@ std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mi
   return out;
 }
 
-// Every rank's routing of the step, summed (tokens are each rank's own: no tensor parallelism
-// with experts yet; under ep each rank routes its own tokens over all E), per mixture-of-experts
-// block.
+// Every rank's routing of the step, summed (each rank routes its own tokens over all E: its
+// share of the sequences under tp), per mixture-of-experts block.
 std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
   const int E = o.model.experts;
   std::vector<double> all;

@@ -43,8 +43,9 @@ std::vector<float> Trainer::Impl::whole(const std::vector<float>& local) {
     const std::span<const float> mine(local.data() + at, n);
     at += n;
     if (!writer || lay.tensors()[t].unit == wte_copy) continue;
-    if (is_expert_tensor(specs[g].name)) {  // this rank's block of the experts (no tp yet)
-      std::copy(mine.begin(), mine.end(), out.begin() + long(offset[g] + n * size_t(epr)));
+    if (is_expert_tensor(specs[g].name)) {  // this rank's block of the experts (whole over tp)
+      if (tpr == 0)
+        std::copy(mine.begin(), mine.end(), out.begin() + long(offset[g] + n * size_t(epr)));
       continue;
     }
     const bool replicated = tp_split(specs[g].name) == TpSplit::replicated;

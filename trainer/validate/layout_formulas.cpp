@@ -27,13 +27,19 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   const double N = B * c.ctx, S = 4.0 * N * c.embd;       // one activation of all rows, bytes
   const double ar = 2 * (t - 1) / t, half = (t - 1) / t;  // bus factors: all-reduce, AG or RS
   Traffic r;
+  const double rc = o.recompute ? 1 : 0;
   for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
     const double blocks = last - first;
+    double moe = 0;  // mixture-of-experts blocks
+    for (int l = first; l < last; ++l) moe += c.moe_block(l);
     if (o.tp > 1) {
       // Per micro-batch: f and g at each region edge (docs/trainer.md, "Tensor parallelism").
+      // A MoE block: its attention's, and its experts' outputs and input gradients gathered
+      // from every tp rank's share of the sequences (under sp as many gathers as a dense MLP's).
       double per = 0;
       if (!o.sp) {
-        per += (embed ? ar * S : 0) + blocks * (4 + (o.recompute ? 2 : 0)) * ar * S;
+        per += (embed ? ar * S : 0) + (blocks - moe) * (4 + 2 * rc) * ar * S +
+               moe * (2 + rc) * (ar + half) * S;
         if (head) per += ar * S;
       } else {
         per += (embed ? 2 * half * S : 0) + blocks * (10 + (o.recompute ? 4 : 0)) * half * S;
@@ -43,6 +49,9 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
       }
       if (head) per += ar * (4.0 * N + 16.0 * N);  // the cross-entropy's max and sums
       r.tp_bus_bytes += m * per;
+      // Once per step: the MoE blocks' router and experts, each rank's sequences', summed.
+      const double E = c.experts, El = E / o.ep, C = c.embd;
+      r.tp_bus_bytes += moe * ar * 4.0 * (E * C + El * (8 * C * C + 5 * C));
     }
     // Each boundary: the activation forward, its gradient backward (this rank's rows).
     const double rows_bytes = o.sp ? S / t : S;
@@ -75,10 +84,10 @@ Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   // biases split over tp.
   const size_t block =
       4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
-  // A mixture-of-experts block (no tensor parallelism yet): the attention as above and the
-  // router [E, C], dense; E / ep experts of the MLP's 8C^2 + 5C.
+  // A mixture-of-experts block: the attention as above and the router [E, C], dense; E / ep
+  // experts of the MLP's 8C^2 + 5C, whole over tp.
   const size_t E = size_t(c.experts), El = E / size_t(o.ep);
-  const size_t moe_dense = 4 * C + C + 3 * C * C + 3 * C + C * C + E * C;
+  const size_t moe_dense = 4 * C + C + (3 * C * C + 3 * C + C * C) / t + E * C;
   const size_t moe_experts = El * (8 * C * C + 5 * C);
   auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
   Memory r;

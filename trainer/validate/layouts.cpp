@@ -92,7 +92,10 @@ std::vector<TrainOptions> validate_layouts(const std::string& layouts, const Tra
     for (int ep = 2; ep <= ranks; ++ep) {
       names.push_back("ep" + std::to_string(ep));
       if (ranks / ep > 1) names.push_back("ep" + std::to_string(ep) + ".zero3");
-      if (ranks % (2 * ep) == 0) names.push_back("ep" + std::to_string(ep) + ".pp2");
+      if (ranks % (2 * ep) == 0) {
+        names.push_back("ep" + std::to_string(ep) + ".pp2");
+        names.push_back("tp2.ep" + std::to_string(ep));
+      }
     }
   for (const std::string& n : names) {
     try {

@@ -20,7 +20,7 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
 /// The layouts of a validate run: `names` (comma-separated) parsed, or when empty every layout
 /// `ranks` allow: DP and ZeRO-1/2/3; each tp (with and without sp); each pp under each schedule;
 /// tp x pp; ZeRO on the dp group of a 3D layout; with experts, each ep (with ZeRO-3 beside it
-/// where dp > 1, and with pp2). Each starts from `base`. Candidates the model
+/// where dp > 1, with pp2 and with tp2). Each starts from `base`. Candidates the model
 /// cannot hold are left out of the default list; an explicit one that does not fit throws.
 std::vector<TrainOptions> validate_layouts(const std::string& names, const TrainOptions& base,
                                            int ranks);
