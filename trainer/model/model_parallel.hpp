@@ -42,4 +42,36 @@ class ModelParallel {
                                int first, int V) = 0;
 };
 
+/// Position in its sequence of local position p (of Tl) on rank `owner` of P context-parallel
+/// ranks: chunk owner, then chunk 2 P - 1 - owner, of Tl / 2 positions each.
+inline int chunk_position(int owner, int P, int p, int Tl) {
+  const int c = Tl / 2;
+  return (p < c ? owner : 2 * P - 1 - owner) * c + p % c;
+}
+
+/// What the model asks of context parallelism (parallel/context_parallel.hpp implements it, as a
+/// ring or an all-to-all). Each of size() ranks holds T / size() positions of every sequence: two
+/// chunks of T / (2 size()), chunk rank() and chunk 2 size() - 1 - rank(), so that causal
+/// attention's work is the same on every rank. Everything but attention works on these rows
+/// alone; attention sees the other ranks' keys and values through this.
+class ContextSplit {
+ public:
+  virtual ~ContextSplit() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  /// Position in its sequence of this rank's local position p (Tl = T / size() of them).
+  int position(int p, int Tl) const { return chunk_position(rank(), size(), p, Tl); }
+  /// Floats one block keeps from attention's forward to its backward (B sequences of Tl local
+  /// positions, C channels in NH heads).
+  virtual size_t state_floats(int B, int Tl, int C, int NH) const = 0;
+  /// Causal attention of the local rows' queries over every rank's keys and values, as
+  /// layers::attention_forward on the whole sequence: qkv [B, Tl, 3C], out [B, Tl, C].
+  virtual void attention_forward(float* out, float* state, const float* qkv, int B, int Tl, int C,
+                                 int NH) = 0;
+  /// dqkv [B, Tl, 3C] written from dout [B, Tl, C], with the forward's qkv, out and state.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* out, const float* state, int B, int Tl, int C,
+                                  int NH) = 0;
+};
+
 }  // namespace gpt

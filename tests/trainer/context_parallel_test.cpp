@@ -1,0 +1,95 @@
+// Context-parallel attention (trainer/parallel/context_parallel.hpp) under mpirun, cp = the
+// world (2, 3, 4 ranks): each rank holds chunks r and 2 cp - 1 - r of every sequence; its
+// attention output and its rows' q, k, v gradients, ring and all-to-all, against unsplit
+// attention of the whole sequence (computed on every rank), element by element.
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "model/gpt_layers.hpp"
+#include "parallel/context_parallel.hpp"
+#include "tests/mp/mp.hpp"
+#include "tests/numerics.hpp"
+
+namespace {
+
+using std::vector;
+
+vector<float> randn(size_t n, double sd, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0, float(sd));
+  vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
+}
+
+// The largest |a - b| over the elements, relative to the larger of |b| and b's root mean square
+// (so that near-zero elements are judged on the tensor's scale).
+double worst_element(const vector<float>& a, const vector<float>& b) {
+  double ss = 0;
+  for (float x : b) ss += double(x) * x;
+  const double rms = std::sqrt(ss / double(b.size()));
+  double worst = a.size() == b.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(std::fabs(double(b[i])), rms));
+  return worst;
+}
+
+// This rank's rows of a [B, T, width] tensor: its local positions, in local order.
+vector<float> my_rows(const vector<float>& whole, int B, int T, int width, int me, int P) {
+  const int Tl = T / P;
+  vector<float> out(size_t(B) * Tl * width);
+  for (int b = 0; b < B; ++b)
+    for (int p = 0; p < Tl; ++p) {
+      const size_t pos = size_t(gpt::chunk_position(me, P, p, Tl));
+      std::copy_n(whole.data() + (size_t(b) * T + pos) * width, width,
+                  out.data() + (size_t(b) * Tl + p) * width);
+    }
+  return out;
+}
+
+void check(gpt::CpComm mode) {
+  auto& world = mp::world();
+  const int P = world.size(), me = world.rank();
+  // Chunks of 5 positions (odd: no power-of-two luck), 12 heads (divide by 2, 3 and 4).
+  const int B = 2, c = 5, T = 2 * P * c, Tl = T / P, C = 48, NH = 12;
+  const auto qkv = randn(size_t(B) * T * 3 * C, 1.0, 11), dout = randn(size_t(B) * T * C, 1.0, 12);
+  vector<float> out(size_t(B) * T * C), att(size_t(B) * NH * T * T), dqkv(qkv.size()),
+      scratch(size_t(T) * T);
+  gpt::layers::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  gpt::layers::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH,
+                                  scratch.data());
+
+  auto cp = gpt::make_context_parallel(world, mode);
+  const auto q = my_rows(qkv, B, T, 3 * C, me, P), dy = my_rows(dout, B, T, C, me, P);
+  vector<float> state(cp->state_floats(B, Tl, C, NH)), y(size_t(B) * Tl * C), dq(q.size());
+  cp->attention_forward(y.data(), state.data(), q.data(), B, Tl, C, NH);
+  cp->attention_backward(dq.data(), dy.data(), q.data(), y.data(), state.data(), B, Tl, C, NH);
+  // A row's output sums T probabilities times values, its gradients T terms, in another order
+  // (blocks merged by rescaling, or the same kernel on fewer heads).
+  const double bound = numerics::reorder_bound(T);
+  const double fy = worst_element(y, my_rows(out, B, T, C, me, P));
+  const double fd = worst_element(dq, my_rows(dqkv, B, T, 3 * C, me, P));
+  std::vector<double> mine{fy, fd}, all(2 * size_t(P));
+  world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
+  double wy = 0, wd = 0;
+  for (int r = 0; r < P; ++r) wy = std::max(wy, all[2 * r]), wd = std::max(wd, all[2 * r + 1]);
+  if (me == 0)
+    std::printf("[ measured ] cp%d %s: output %.2e, q/k/v gradients %.2e (bound %.2e)\n", P,
+                std::string(gpt::cp_comm_name(mode)).c_str(), wy, wd, bound);
+  EXPECT_LE(fy, bound) << "rank " << me;
+  EXPECT_LE(fd, bound) << "rank " << me;
+  EXPECT_GT(cp->take_bytes(), 0.0);
+}
+
+TEST(ContextParallel, RingAttentionEqualsUnsplitAttention) {
+  if (mp::world().size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
+  check(gpt::CpComm::p2p);
+}
+
+TEST(ContextParallel, UlyssesAttentionEqualsUnsplitAttention) {
+  if (mp::world().size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
+  check(gpt::CpComm::a2a);
+}
+
+}  // namespace
