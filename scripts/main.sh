@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install, build, then on 4 local ranks: this node's topology, the reference GPT
 # trained in a 3D layout through Strata (tensor parallel x pipeline: validation loss, a sample,
-# build/strata-gpt-loss.svg), `strata-gpt validate` (DP, ZeRO, TP, SP, PP and TP x PP against one
-# rank, with its certification report in build/strata-gpt-report/; a mixture of experts under
+# build/strata-gpt-loss.svg), `strata-gpt validate` (DP, ZeRO, TP, SP, PP, TP x PP and CP against
+# one rank, with its certification report in build/strata-gpt-report/; a mixture of experts under
 # expert parallelism in build/strata-gpt-moe-report/), and an all-reduce sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ run4 build/bin/strata-gpt train --config small --tp 2 --pp 2 --micro-batches 4 -
 echo
 echo "## strata-gpt validate --config small, 4 ranks: layouts against one rank, with a report"
 run4 build/bin/strata-gpt validate --config small --steps 10 \
-  --layouts dp,dp.zero3,tp2,tp2.sp,pp2.1f1b,pp2.interleaved,tp2.pp2,tp2.sp.pp2.zero1 \
+  --layouts dp,dp.zero3,tp2,tp2.sp,pp2.1f1b,pp2.interleaved,tp2.pp2,tp2.sp.pp2.zero1,cp2,cp2.a2a \
   --report build/strata-gpt-report
 echo
 echo "## strata-gpt validate --config small --experts 4: expert-parallel layouts against one rank"

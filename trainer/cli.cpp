@@ -40,10 +40,14 @@ training:
                        --steps, at least 1)
   --wd X  --clip X     AdamW weight decay (default 0.1), gradient-norm clip (default 1; 0: off)
   --seed N             initialisation and data order (default 1337)
-layout (dp = ranks / (tp * ep * pp)):
+layout (dp = ranks / (tp * cp * ep * pp)):
   --tp N               tensor-parallel size; divides the heads (default 1)
   --ep N               expert-parallel size: E / N experts per rank, each rank its own data
                        (default 1; needs --experts)
+  --cp N               context-parallel size: each rank holds ctx / N positions of every
+                       sequence (two chunks, causal work balanced; default 1)
+  --cp-comm p2p|a2a    ring attention (keys and values around the ring, overlapped) or
+                       Ulysses (all-to-all to a head split; heads divide by tp * cp)
   --sp                 sequence parallelism inside each tp group (needs --tp > 1)
   --pp N               pipeline stages (default 1)
   --schedule S         gpipe, 1f1b or interleaved (default 1f1b)
@@ -63,8 +67,8 @@ state:     --save DIR  --save-every N (default 0: at the end only)  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
 validate:
   --tolerance X        largest relative loss difference from one rank (default 1e-5)
-  --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved,ep2.dp2 (default: every layout the
-                       world allows; with --experts, the ep layouts too)
+  --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved,ep2.dp2,cp2.a2a (default: every
+                       layout the world allows; with --experts, the ep layouts too)
   --report DIR         write the certification report there (Markdown + SVG)
   --bw-threshold X     a group's bus bandwidth must reach X times its weakest link's estimate
                        from the topology (default 0.05)
@@ -164,6 +168,8 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--tp", [&](auto& f, auto& v) { t.tp = positive(f, v); }},
       {"--pp", [&](auto& f, auto& v) { t.pp = positive(f, v); }},
       {"--ep", [&](auto& f, auto& v) { t.ep = positive(f, v); }},
+      {"--cp", [&](auto& f, auto& v) { t.cp = positive(f, v); }},
+      {"--cp-comm", [&](auto&, auto& v) { t.cp_comm = parse_cp_comm(v); }},
       {"--micro-batches", [&](auto& f, auto& v) { t.micro_batches = positive(f, v); }},
       {"--schedule", [&](auto&, auto& v) { t.schedule = pp::parse_schedule(v); }},
       {"--virtual-stages", [&](auto& f, auto& v) { t.virtual_stages = positive(f, v); }},

@@ -54,9 +54,11 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
                   "%s\n  {\"step\": %d, \"loss\": %.9g, \"lr\": %.6g, \"seconds\": %.6f, "
                   "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
                   "\"grad_norm\": %.6g, \"ep_bytes\": %.0f, \"ep_seconds\": %.6f, "
-                  "\"ep_bus_bytes\": %.0f, \"stages\": [",
+                  "\"ep_bus_bytes\": %.0f, \"cp_bytes\": %.0f, \"cp_seconds\": %.6f, "
+                  "\"stages\": [",
                   i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds, s.exposed_seconds,
-                  s.bus_bytes, s.grad_norm, s.ep_bytes, s.ep_seconds, s.ep_bus_bytes);
+                  s.bus_bytes, s.grad_norm, s.ep_bytes, s.ep_seconds, s.ep_bus_bytes, s.cp_bytes,
+                  s.cp_seconds);
     f << line;
     for (size_t k = 0; k < s.stages.size(); ++k) {
       const StepReport::Stage& g = s.stages[k];
@@ -124,6 +126,8 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   }
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
+  if (o.cp > 1)  // attention's traffic, and the share of the step it was waited for
+    std::printf("  cp %.2f MB %.0f%%", s.cp_bytes / 1e6, 100 * s.cp_seconds / s.seconds);
   if (o.ep > 1)  // the exchanges' rows (all exposed) and the dense gradients' average
     std::printf("  ep a2a %.2f MB %.0f%%  avg %.2f MB", s.ep_bytes / 1e6,
                 100 * s.ep_seconds / s.seconds, s.ep_bus_bytes / 1e6);

@@ -38,6 +38,7 @@ enum Field {
   kDp,
   kEpRows,
   kEpAverage,
+  kCp,
   kParam,
   kGrad,
   kOpt,
@@ -61,7 +62,7 @@ bool matches_formulas(const TrainOptions& o, const StepReport& last,
   const Memory m = memory_formula(o, ranks, stage);
   auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, b); };
   return close(last.tp_bus_bytes, f.tp_bus_bytes) && close(last.pp_bytes, f.pp_bytes) &&
-         close(last.ep_bus_bytes, f.ep_bus_bytes) &&
+         close(last.ep_bus_bytes, f.ep_bus_bytes) && close(last.cp_bytes, f.cp_bytes) &&
          (!f.dp_known || close(last.bus_bytes, f.dp_bus_bytes)) &&
          mem.param_bytes == m.param_bytes && mem.grad_bytes == m.grad_bytes &&
          mem.optimizer_bytes == m.optimizer_bytes;
@@ -90,6 +91,7 @@ LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const T
                 last.bus_bytes,
                 last.ep_bytes,
                 last.ep_bus_bytes,
+                last.cp_bytes,
                 double(mem.param_bytes),
                 double(mem.grad_bytes),
                 double(mem.optimizer_bytes),
@@ -112,15 +114,17 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
                       const std::vector<double>& all, const std::vector<float>& ref, double tol) {
   ReportLayout l;
   l.name = layout_name(o, n);
-  l.tp = o.tp, l.pp = o.pp, l.ep = o.ep, l.dp = n / (o.tp * o.ep * o.pp), l.zero_stage = o.stage,
-  l.sp = o.sp;
+  l.tp = o.tp, l.pp = o.pp, l.ep = o.ep, l.cp = o.cp, l.dp = n / (o.tp * o.cp * o.ep * o.pp);
+  if (o.cp > 1) l.cp_comm = std::string(cp_comm_name(o.cp_comm));
+  l.zero_stage = o.stage, l.sp = o.sp;
   l.virtual_stages = o.virtual_stages, l.micro_batches = o.micro_batches;
   if (o.pp > 1) l.schedule = std::string(pp::schedule_name(o.schedule));
   strata::MeshShape shape;
-  shape.tp = o.tp, shape.ep = o.ep, shape.pp = o.pp;
+  shape.tp = o.tp, shape.cp = o.cp, shape.ep = o.ep, shape.pp = o.pp;
   shape = shape.resolved(n);
-  for (strata::Dim d : {strata::Dim::tp, strata::Dim::ep, strata::Dim::pp, strata::Dim::dp}) {
-    if (d == strata::Dim::ep && o.ep == 1) continue;
+  for (strata::Dim d :
+       {strata::Dim::tp, strata::Dim::cp, strata::Dim::ep, strata::Dim::pp, strata::Dim::dp}) {
+    if ((d == strata::Dim::ep && o.ep == 1) || (d == strata::Dim::cp && o.cp == 1)) continue;
     ReportGroup g{std::string(strata::dim_name(d)), {}};
     for (int r = 0; r < n; ++r)
       if (const auto ranks = shape.group(r, {d}); ranks.front() == r) g.groups.push_back(ranks);
@@ -151,6 +155,7 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
     st.dp_bus_bytes_formula = tf.dp_known ? tf.dp_bus_bytes : -1;
     st.ep_bytes = f[kEpRows], st.ep_bus_bytes = f[kEpAverage];
     st.ep_bus_bytes_formula = tf.ep_bus_bytes;
+    st.cp_bytes = f[kCp], st.cp_bytes_formula = tf.cp_bytes;
     st.param_bytes = size_t(f[kParam]), st.grad_bytes = size_t(f[kGrad]);
     st.optimizer_bytes = size_t(f[kOpt]), st.activation_bytes = size_t(f[kAct]);
     st.param_bytes_formula = mf.param_bytes, st.grad_bytes_formula = mf.grad_bytes;
@@ -223,7 +228,7 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
   strata::Communicator one = world.split(lead ? 0 : -1, 0);
   if (lead) {
     TrainOptions ro = r.train;
-    ro.stage = 0, ro.tp = ro.pp = ro.ep = 1, ro.sp = false, ro.virtual_stages = 1;
+    ro.stage = 0, ro.tp = ro.pp = ro.ep = ro.cp = 1, ro.sp = false, ro.virtual_stages = 1;
     ro.micro_batches = r.train.micro_batches * n;
     std::printf(
         "# strata-gpt validate: %zu parameters, %d ranks on %zu nodes, %zu layouts, %d "

@@ -32,5 +32,10 @@ check "--experts with --tp 2: micro-batches of size 1 do not divide over tp (eac
 check "--ep 2 needs --experts" train --config tiny --ep 2
 check "--experts 3 does not divide over --ep 2 ranks" train --config tiny --experts 3 --ep 2
 check "layout tp=1 ep=3 pp=1: tp*ep*pp = 3 does not divide the 4 ranks" train --config tiny --experts 3 --ep 3
-check "layout 'ep2.dp3': tp*ep*pp*dp = 6 but there are 4 ranks" validate --config tiny --experts 4 --layouts ep2.dp3
+check "layout 'ep2.dp3': tp*cp*ep*pp*dp = 6 but there are 4 ranks" validate --config tiny --experts 4 --layouts ep2.dp3
+# Context parallelism: the heads split over cp (all-to-all), a sequence of 2 cp chunks at least.
+check "--cp-comm a2a: the 2 heads do not divide over cp=4" train --config tiny --cp 4 --cp-comm a2a
+check "--cp 4: the sequence of 4 positions does not split into 2 cp = 8 chunks" train --config tiny --cp 4 --ctx 4
+check "layout 'cp2': --cp 2: the sequence of 18 positions does not split into 2 cp = 4 chunks" validate --config tiny --ctx 18 --layouts cp2
+check "--experts with --cp: not built (routing, capacity and the aux loss are per whole sequence)" train --config tiny --cp 2 --experts 2
 exit $failed

@@ -2,12 +2,13 @@
 // world (2, 3, 4 ranks): each rank holds chunks r and 2 cp - 1 - r of every sequence; its
 // attention output and its rows' q, k, v gradients, ring and all-to-all, against unsplit
 // attention of the whole sequence (computed on every rank), element by element.
+#include "parallel/context_parallel.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "model/gpt_layers.hpp"
-#include "parallel/context_parallel.hpp"
 #include "tests/mp/mp.hpp"
 #include "tests/numerics.hpp"
 
@@ -31,7 +32,8 @@ double worst_element(const vector<float>& a, const vector<float>& b) {
   const double rms = std::sqrt(ss / double(b.size()));
   double worst = a.size() == b.size() ? 0 : INFINITY;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(std::fabs(double(b[i])), rms));
+    worst =
+        std::max(worst, std::fabs(double(a[i]) - b[i]) / std::max(std::fabs(double(b[i])), rms));
   return worst;
 }
 

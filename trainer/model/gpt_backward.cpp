@@ -56,7 +56,7 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
   State& s = *s_;
   const Dims& d = s.d;
   const int N = d.N, Nl = d.Nl, C = d.C, i = l - first_;
-  const Regions reg{tp_, d, ep_};
+  const Regions reg{tp_, d, ep_, cp_};
   BlockActs& a = s.acts(i);
   const float* x = s.cur->res[size_t(i)].data();
   // Activation checkpointing: rebuild this block's activations from its kept input. Same inputs,
@@ -112,8 +112,12 @@ void Model::block_backward(int l, const Params& p, const Grads& g, bool accumula
   L::matmul_backward(s.dbtc.data(), g[PROJW].data(), g[PROJB].data(),
                      reg.enter(dres, s.full.data()), a.atty.data(), p[PROJW].data(), N, d.Cl, C,
                      accumulate, false, sum);
-  L::attention_backward(s.dqkv.data(), s.dbtc.data(), a.qkv.data(), a.att.data(), d.B, d.T, d.Cl,
-                        d.NHl, s.datt.data());
+  if (reg.cp)
+    reg.cp->attention_backward(s.dqkv.data(), s.dbtc.data(), a.qkv.data(), a.atty.data(),
+                               a.att.data(), d.B, d.T, d.Cl, d.NHl);
+  else
+    L::attention_backward(s.dqkv.data(), s.dbtc.data(), a.qkv.data(), a.att.data(), d.B, d.T, d.Cl,
+                          d.NHl, s.datt.data());
   L::matmul_backward(s.partial.data(), g[ATTNW].data(), g[ATTNB].data(), s.dqkv.data(),
                      reg.enter(a.ln1.data(), s.full.data()), p[ATTNW].data(), N, C, 3 * d.Cl,
                      accumulate, false, sum);
@@ -130,7 +134,8 @@ void Model::embed_backward(const Grads& unit0_grad, bool accumulate) {
   // All rows of the gradient: wte's rows of this rank's tokens, and wpe's over every sequence.
   L::embed_backward(unit0_grad[0].data(), unit0_grad[1].data(),
                     Regions{tp_, d}.enter(s.dres.data(), s.full.data()), s.cur->tokens.data(), d.N,
-                    d.T, d.C, accumulate, s.dsum.data());
+                    d.T, d.C, accumulate, s.dsum.data(), s.pos.empty() ? nullptr : s.pos.data(),
+                    d.Tg);
 }
 
 }  // namespace gpt

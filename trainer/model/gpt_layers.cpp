@@ -50,17 +50,18 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 // ---- embeddings --------------------------------------------------------------------------------
 
 void embed_forward(float* out, const int* tokens, const float* wte, const float* wpe, int N, int T,
-                   int C) {
+                   int C, const int* pos) {
   for (int n = 0; n < N; ++n) {
     const float* te = wte + size_t(tokens[n]) * C;
-    const float* pe = wpe + size_t(n % T) * C;
+    const float* pe = wpe + size_t(pos ? pos[n % T] : n % T) * C;
     float* o = out + size_t(n) * C;
     for (int i = 0; i < C; ++i) o[i] = te[i] + pe[i];
   }
 }
 
 void embed_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int N, int T,
-                    int C, bool accumulate, double* scratch) {
+                    int C, bool accumulate, double* scratch, const int* pos, int Tw) {
+  if (!pos) Tw = T;
   // Token rows: a scatter-add in position order, so the result is deterministic.
   for (int n = 0; n < N; ++n) {
     if (tokens[n] < 0) continue;
@@ -68,14 +69,14 @@ void embed_backward(float* dwte, float* dwpe, const float* dout, const int* toke
     const float* d = dout + size_t(n) * C;
     for (int i = 0; i < C; ++i) g[i] += d[i];
   }
-  // Positions: every sequence contributes to the same T rows.
-  std::fill(scratch, scratch + size_t(T) * C, 0.0);
+  // Positions: every sequence contributes to the same rows.
+  std::fill(scratch, scratch + size_t(Tw) * C, 0.0);
   for (int n = 0; n < N; ++n) {
-    double* acc = scratch + size_t(n % T) * C;
+    double* acc = scratch + size_t(pos ? pos[n % T] : n % T) * C;
     const float* d = dout + size_t(n) * C;
     for (int i = 0; i < C; ++i) acc[i] += d[i];
   }
-  store_grad(dwpe, scratch, T * C, accumulate);
+  store_grad(dwpe, scratch, Tw * C, accumulate);
 }
 
 // ---- LayerNorm ---------------------------------------------------------------------------------

@@ -14,14 +14,17 @@
 
 namespace gpt::layers {
 
-/// out[n] = wte[tokens[n]] + wpe[n % T]
+/// out[n] = wte[tokens[n]] + wpe[pos(n % T)]: sequences of T rows, row t at position pos[t] of
+/// wpe's (t when pos is null: context parallelism holds a subset of the positions).
 void embed_forward(float* out, const int* tokens, const float* wte, const float* wpe, int N, int T,
-                   int C);
+                   int C, const int* pos = nullptr);
 /// dwte[tokens[n]] += dout[n] (always adds: the tied head wrote its part first), skipping tokens
 /// below 0 (another rank's slice of the vocabulary);
-/// dwpe[t] (+)= sum over sequences of dout[b, t].
+/// dwpe[p] (+)= sum over sequences of dout[b, t] with pos(t) = p, for wpe's Tw rows (Tw = T and
+/// pos the identity when pos is null).
 void embed_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int N, int T,
-                    int C, bool accumulate, double* scratch /* T*C */);
+                    int C, bool accumulate, double* scratch /* Tw*C */, const int* pos = nullptr,
+                    int Tw = 0);
 
 /// out = (inp - mean) * rstd * w + b per row; mean and rstd (1/sqrt(var + 1e-5)) kept for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,

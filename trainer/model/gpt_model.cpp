@@ -27,7 +27,8 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
       first_(o.first_layer),
       last_(o.last_layer < 0 ? c.layers : o.last_layer),
       tp_(o.tp),
-      ep_(o.ep) {
+      ep_(o.ep),
+      cp_(o.cp) {
   check_config(c);
   if (batch < 1) throw std::invalid_argument("gpt::Model: batch must be positive");
   if (first_ < 0 || first_ >= last_ || last_ > c.layers)
@@ -43,13 +44,26 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
     throw std::invalid_argument("gpt::Model: " + std::to_string(c.experts) +
                                 " experts do not divide over " + std::to_string(ep_->size()) +
                                 " expert-parallel ranks");
-  if (tp_ && tp_->sequence_parallel() && c.ctx % tp_->size() != 0)
-    throw std::invalid_argument("sequence parallelism: the sequence of " + std::to_string(c.ctx) +
-                                " positions does not divide by tp=" + std::to_string(tp_->size()));
+  const int cp = cp_ ? cp_->size() : 1;
+  if (cp_ && c.ctx % (2 * cp) != 0)
+    throw std::invalid_argument("context parallelism: the sequence of " + std::to_string(c.ctx) +
+                                " positions does not split into 2 cp = " + std::to_string(2 * cp) +
+                                " chunks");
+  if (cp_ && c.experts > 0)
+    throw std::invalid_argument(
+        "gpt::Model: a mixture of experts under context parallelism is "
+        "not built (routing is per whole sequence)");
+  if (tp_ && tp_->sequence_parallel() && c.ctx / cp % tp_->size() != 0)
+    throw std::invalid_argument("sequence parallelism: the sequence of " +
+                                std::to_string(c.ctx / cp) + " positions" +
+                                (cp_ ? " (on each cp rank)" : "") +
+                                " does not divide by tp=" + std::to_string(tp_->size()));
   default_blas_threads();
-  const Dims d = dims_of(c, batch, tp_, ep_);
+  const Dims d = dims_of(c, batch, tp_, ep_, cp_);
   s_ = std::make_unique<State>(d);
   State& s = *s_;
+  if (cp_)
+    for (int p = 0; p < d.T; ++p) s.pos.push_back(cp_->position(p, d.T));
   const size_t N = d.N, Nl = d.Nl, C = d.C, blocks = size_t(last_ - first_);
   s.shapes.resize(size_t(c.layers) + 2);
   for (const auto& t : expert_local_specs(tp_ ? tp_->local_specs(c) : param_specs(c), d.P))
@@ -80,7 +94,7 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
   s.dfch.resize(N * d.Hl);
   if (has_head()) s.dlogits.resize(N * d.Vl);
   s.datt.resize(size_t(d.T) * d.T);
-  s.dsum.resize(std::max(size_t(d.T) * C, 4 * C));
+  s.dsum.resize(std::max(size_t(d.Tg) * C, 4 * C));
 }
 
 Model::~Model() = default;
@@ -117,8 +131,10 @@ void Model::embed(std::span<const int> tokens, const Params& unit0) {
   const Dims& d = s.d;
   local_tokens("embed", tokens, d, s.cur->tokens);
   float* out = s.cur->res[0].data();
+  const int* pos = s.pos.empty() ? nullptr : s.pos.data();
   if (!tp_) {
-    L::embed_forward(out, s.cur->tokens.data(), unit0[0].data(), unit0[1].data(), d.N, d.T, d.C);
+    L::embed_forward(out, s.cur->tokens.data(), unit0[0].data(), unit0[1].data(), d.N, d.T, d.C,
+                     pos);
     return;
   }
   // Vocabulary-parallel: the rows of tokens in this rank's slice, zero for the others, summed
@@ -133,7 +149,8 @@ void Model::embed(std::span<const int> tokens, const Params& unit0) {
   }
   const float* red = Regions{tp_, d}.leave(s.partial.data(), s.rows.data());
   for (int i = 0; i < d.Nl; ++i) {
-    const float* pe = unit0[1].data() + size_t(tp_->position(size_t(i), d.T)) * d.C;
+    const int t = tp_->position(size_t(i), d.T);
+    const float* pe = unit0[1].data() + size_t(pos ? pos[t] : t) * d.C;
     for (int k = 0; k < d.C; ++k) out[size_t(i) * d.C + k] = red[size_t(i) * d.C + k] + pe[k];
   }
 }
@@ -147,7 +164,10 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
                        p[LN1B].data(), Nl, C);
   L::matmul_forward(a.qkv.data(), reg.enter(a.ln1.data(), s.full), p[ATTNW].data(), p[ATTNB].data(),
                     N, C, 3 * d.Cl);
-  L::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), d.B, d.T, d.Cl, d.NHl);
+  if (reg.cp)
+    reg.cp->attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), d.B, d.T, d.Cl, d.NHl);
+  else
+    L::attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), d.B, d.T, d.Cl, d.NHl);
   L::matmul_forward(s.partial, a.atty.data(), p[PROJW].data(), nullptr, N, d.Cl, C);
   residual_add(a.res2.data(), x, p[PROJB].data(), reg.leave(s.partial, s.rows), Nl, C);
   L::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
@@ -180,7 +200,7 @@ void Model::block(int l, const Params& p) {
   const int i = l - first_;
   BlockActs& a = s.acts(i);
   block_forward(a, s.cur->res[size_t(i) + 1].data(), s.cur->res[size_t(i)].data(), p, s.d,
-                Regions{tp_, s.d, ep_}, {s.partial.data(), s.full.data(), s.rows.data()},
+                Regions{tp_, s.d, ep_, cp_}, {s.partial.data(), s.full.data(), s.rows.data()},
                 c_.moe_block(l));
   if (i == 0) s.cur->aux = 0;
   // Under tp each rank's aux loss is the mean over its share of the sequences: its part of the
@@ -225,8 +245,9 @@ float Model::head(std::span<const int> targets, const Params& lnf, std::span<con
 }
 
 std::span<const float> Model::logits(int b, int t) const {
-  if (tp_ && tp_->size() > 1)
-    throw std::logic_error("gpt::Model::logits: each rank holds only a slice of the vocabulary");
+  if ((tp_ && tp_->size() > 1) || cp_)
+    throw std::logic_error(
+        "gpt::Model::logits: each rank holds only a slice of the vocabulary or the sequence");
   check_part("logits", has_head(), "head");
   if (b < 0 || b >= B_ || t < 0 || t >= c_.ctx)
     throw std::out_of_range("gpt::Model::logits: (" + std::to_string(b) + ", " + std::to_string(t) +

@@ -93,6 +93,10 @@ struct ModelOptions {
   /// size() each, in rank order) and its rows travel through (model/moe.hpp). Null: all experts
   /// here. Expert tensors are then this rank's blocks (expert_local_specs).
   moe::Exchange* ep = nullptr;
+  /// Context parallelism: each rank holds ctx / size() positions of every sequence (two chunks,
+  /// model_parallel.hpp) and attention sees the rest through it. Null: whole sequences. Tokens
+  /// and targets are then this rank's positions of each sequence, [B, ctx / size()].
+  ContextSplit* cp = nullptr;
   /// Micro-batches whose activations are held at once (a pipeline's in-flight micro-batches);
   /// select() picks the one the passes work on.
   int slots = 1;
@@ -184,6 +188,7 @@ class Model {
   int first_, last_;
   ModelParallel* tp_;
   moe::Exchange* ep_;
+  ContextSplit* cp_;
   std::unique_ptr<State> s_;
 };
 

@@ -59,23 +59,28 @@ void default_blas_threads();
 // regions hold `Nl` of the `N` rows.
 struct Dims {
   int B, T, C, N, Nl;  // sequences, positions, channels, rows, rows held in the residual regions
+  int Tg;              // positions of a whole sequence (T is this rank's under cp)
   int Cl, NHl, Hl;     // attention width and heads, MLP width of this rank
   int V, Vl, vfirst;   // vocabulary, this rank's share of the padded vocabulary, its first id
   int E, k;            // experts and experts per token (mixture-of-experts blocks)
   int P;               // ranks the experts are split over (1: all here)
   int Bx, xfirst;      // the sequences this rank routes to them (its tp share) and the first
   double capacity;     // their capacity factor (0: dropless)
+  size_t att;          // floats attention keeps per block (probabilities, or cp's state)
 };
 
-inline Dims dims_of(const Config& c, int B, ModelParallel* tp, moe::Exchange* ep) {
+inline Dims dims_of(const Config& c, int B, ModelParallel* tp, moe::Exchange* ep,
+                    ContextSplit* cp) {
   const int t = tp ? tp->size() : 1, r = tp ? tp->rank() : 0;
   Dims d;
-  d.B = B, d.T = c.ctx, d.C = c.embd, d.N = B * c.ctx;
-  d.Nl = tp ? int(tp->local_rows(B, c.ctx)) : d.N;
+  d.Tg = c.ctx;
+  d.B = B, d.T = c.ctx / (cp ? cp->size() : 1), d.C = c.embd, d.N = B * d.T;
+  d.Nl = tp ? int(tp->local_rows(B, d.T)) : d.N;
   d.Cl = c.embd / t, d.NHl = c.heads / t, d.Hl = 4 * c.embd / t;
   d.V = c.vocab, d.Vl = tp ? tp->vocab_share(c.vocab) : c.vocab, d.vfirst = r * d.Vl;
   d.E = c.experts, d.k = c.top_k, d.capacity = c.capacity_factor, d.P = ep ? ep->size() : 1;
   d.Bx = B / t, d.xfirst = r * d.Bx;
+  d.att = cp ? cp->state_floats(B, d.T, d.Cl, d.NHl) : size_t(B) * d.NHl * d.T * d.T;
   return d;
 }
 
@@ -85,9 +90,9 @@ inline Dims dims_of(const Config& c, int B, ModelParallel* tp, moe::Exchange* ep
 struct BlockActs {
   std::vector<float> ln1, ln1_mean, ln1_rstd;  // [Nl, C], [Nl], [Nl]
   std::vector<float> qkv;                      // [N, 3 Cl]
-  std::vector<float> att;                      // [B, NHl, T, T] softmax probabilities
-  std::vector<float> atty;                     // [N, Cl] attention output before the projection
-  std::vector<float> res2;                     // [Nl, C] residual after attention
+  std::vector<float> att;   // [B, NHl, T, T] softmax probabilities (cp: its state)
+  std::vector<float> atty;  // [N, Cl] attention output before the projection
+  std::vector<float> res2;  // [Nl, C] residual after attention
   std::vector<float> ln2, ln2_mean, ln2_rstd;  // [Nl, C], [Nl], [Nl]
   std::vector<float> fch, fch_gelu;            // [N, Hl]: the MLP's (none in a MoE block)
   std::unique_ptr<moe::Acts> moe;              // a mixture-of-experts block's
@@ -99,7 +104,7 @@ struct BlockActs {
         ln1_mean(d.Nl),
         ln1_rstd(d.Nl),
         qkv(size_t(d.N) * 3 * d.Cl),
-        att(size_t(d.B) * d.NHl * d.T * d.T),
+        att(d.att),
         atty(size_t(d.N) * d.Cl),
         res2(size_t(d.Nl) * d.C),
         ln2(size_t(d.Nl) * d.C),
@@ -143,6 +148,7 @@ struct Regions {
   ModelParallel* tp;
   const Dims& d;
   moe::Exchange* ep = nullptr;
+  ContextSplit* cp = nullptr;
   const float* enter(const float* local, float* full) const {
     return tp ? tp->gather_rows(local, full, d.B, d.T, d.C) : local;
   }
@@ -181,6 +187,7 @@ using namespace internal;
 
 struct Model::State {
   Dims d;
+  std::vector<int> pos;  // context parallelism: each local position's place in its sequence
   std::vector<std::vector<std::pair<std::string, size_t>>> shapes;  // per unit: (name, elements)
   std::vector<Slot> slots;
   Slot* cur = nullptr;

@@ -74,7 +74,8 @@ void RingAttention::for_each_pair(const float* qkv, const float* kv, int owner, 
       if (kc > qc) continue;  // wholly in the future
       for (int b = 0; b < B; ++b)
         for (int h = 0; h < NH; ++h) {
-          const size_t qrow = size_t(b) * Tl + size_t(qh) * c, krow = size_t(b) * Tl + size_t(kh) * c;
+          const size_t qrow = size_t(b) * Tl + size_t(qh) * c,
+                       krow = size_t(b) * Tl + size_t(kh) * c;
           const float* k = kv + krow * 2 * C + size_t(h) * hs;
           const Pair p{qkv + qrow * 3 * C + size_t(h) * hs, k, k + C, c, hs, C, kc == qc};
           f(p, qrow * C + size_t(h) * hs, krow * 2 * C + size_t(h) * hs,
@@ -103,8 +104,8 @@ void RingAttention::forward_pair(const Pair& p, float* o, float* m, float* l) {
     if (keep != 1.0f)
       for (int i = 0; i < p.hs; ++i) o[size_t(t) * p.C + i] *= keep;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, p.hs, c, 1.0f, S, c, p.v, 2 * p.C,
-              1.0f, o, p.C);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, p.hs, c, 1.0f, S, c, p.v, 2 * p.C, 1.0f,
+              o, p.C);
 }
 
 void RingAttention::attention_forward(float* out, float* lse, const float* qkv, int B, int Tl,
@@ -170,8 +171,8 @@ void RingAttention::backward_pair(const Pair& p, const float* dy, const float* l
     }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c, p.hs, c, scale, dP, c, p.k, 2 * p.C,
               1.0f, dq, 3 * p.C);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, p.hs, c, scale, dP, c, p.q, 3 * p.C,
-              1.0f, dk, 2 * p.C);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, p.hs, c, scale, dP, c, p.q, 3 * p.C, 1.0f,
+              dk, 2 * p.C);
 }
 
 void RingAttention::attention_backward(float* dqkv, const float* dout, const float* qkv,

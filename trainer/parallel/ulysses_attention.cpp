@@ -54,7 +54,8 @@ void UlyssesAttention::exchange(float* local, int ld, int parts, const int* offs
         float* dst = send_.data() + size_t(j) * block + (size_t(b) * Tl + p) * width;
         if (!back) {
           const float* row = local + (size_t(b) * Tl + p) * size_t(ld);
-          for (int i = 0; i < parts; ++i) std::copy_n(row + offsets[i] + j * run, run, dst + i * run);
+          for (int i = 0; i < parts; ++i)
+            std::copy_n(row + offsets[i] + j * run, run, dst + i * run);
         } else {
           const size_t pos = size_t(chunk_position(j, P, p, Tl));
           std::copy_n(whole + (size_t(b) * T + pos) * width, width, dst);
@@ -73,7 +74,8 @@ void UlyssesAttention::exchange(float* local, int ld, int parts, const int* offs
           std::copy_n(src, width, whole + (size_t(b) * T + pos) * width);
         } else {
           float* row = local + (size_t(b) * Tl + p) * size_t(ld);
-          for (int i = 0; i < parts; ++i) std::copy_n(src + i * run, run, row + offsets[i] + j * run);
+          for (int i = 0; i < parts; ++i)
+            std::copy_n(src + i * run, run, row + offsets[i] + j * run);
         }
       }
 }

@@ -54,13 +54,25 @@ void refuse(const std::string& why) { throw std::invalid_argument(why); }
 
 void check_layout(const TrainOptions& o, int ranks) {
   const Config& c = o.model;
-  const int split = o.tp * o.ep * o.pp;
-  if (o.tp < 1 || o.pp < 1 || o.ep < 1 || ranks % split != 0) {
+  const int split = o.tp * o.cp * o.ep * o.pp;
+  if (o.tp < 1 || o.pp < 1 || o.ep < 1 || o.cp < 1 || ranks % split != 0) {
+    const std::string cp = o.cp != 1 ? " cp=" + std::to_string(o.cp) : "";
     const std::string ep = o.ep != 1 ? " ep=" + std::to_string(o.ep) : "";
-    refuse("layout tp=" + std::to_string(o.tp) + ep + " pp=" + std::to_string(o.pp) + ": tp*" +
-           (ep.empty() ? "" : "ep*") + "pp = " + std::to_string(split) + " does not divide the " +
-           std::to_string(ranks) + " ranks");
+    refuse("layout tp=" + std::to_string(o.tp) + cp + ep + " pp=" + std::to_string(o.pp) + ": tp*" +
+           (cp.empty() ? "" : "cp*") + (ep.empty() ? "" : "ep*") + "pp = " + std::to_string(split) +
+           " does not divide the " + std::to_string(ranks) + " ranks");
   }
+  if (o.cp > 1 && c.ctx % (2 * o.cp) != 0)
+    refuse("--cp " + std::to_string(o.cp) + ": the sequence of " + std::to_string(c.ctx) +
+           " positions does not split into 2 cp = " + std::to_string(2 * o.cp) + " chunks");
+  if (o.cp > 1 && o.cp_comm == CpComm::a2a && (c.heads % o.tp != 0 || c.heads / o.tp % o.cp != 0))
+    refuse("--cp-comm a2a: the " + std::to_string(c.heads) + " heads" +
+           (o.tp > 1 ? " (" + std::to_string(c.heads / o.tp) + " per tp rank)" : "") +
+           " do not divide over cp=" + std::to_string(o.cp));
+  if (o.cp > 1 && c.experts > 0)
+    refuse(
+        "--experts with --cp: not built (routing, capacity and the aux loss are per whole "
+        "sequence)");
   if (o.ep > 1 && c.experts == 0) refuse("--ep " + std::to_string(o.ep) + " needs --experts");
   if (c.experts > 0 && c.experts % o.ep != 0)
     refuse("--experts " + std::to_string(c.experts) + " does not divide over --ep " +
@@ -73,9 +85,10 @@ void check_layout(const TrainOptions& o, int ranks) {
            std::to_string(c.experts) + " (a token takes k distinct experts, at most " +
            std::to_string(moe::kMaxTopK) + ")");
   if (o.sp && o.tp < 2) refuse("--sp needs --tp 2 or more (it shards the sequence over tp)");
-  if (o.sp && c.ctx % o.tp != 0)
-    refuse("--sp: the sequence of " + std::to_string(c.ctx) +
-           " positions does not divide by tp=" + std::to_string(o.tp));
+  if (o.sp && c.ctx / o.cp % o.tp != 0)
+    refuse("--sp: the sequence of " + std::to_string(c.ctx / o.cp) + " positions" +
+           (o.cp > 1 ? " (on each cp rank)" : "") +
+           " does not divide by tp=" + std::to_string(o.tp));
   if (o.virtual_stages > 1 && o.schedule != pp::Schedule::interleaved)
     refuse("--virtual-stages " + std::to_string(o.virtual_stages) +
            " needs --schedule interleaved");
@@ -97,7 +110,7 @@ void check_layout(const TrainOptions& o, int ranks) {
            std::to_string(micro) + " do not divide over tp (each tp rank routes whole sequences)");
 }
 
-int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.pp); }
+int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.cp * o.pp); }
 
 std::string layout_name(const TrainOptions& o, int ranks) {
   std::string n;
@@ -107,8 +120,9 @@ std::string layout_name(const TrainOptions& o, int ranks) {
     if (o.virtual_stages > 1) n += ".v" + std::to_string(o.virtual_stages);
     n += ".";
   }
+  if (o.cp > 1) n += "cp" + std::to_string(o.cp) + (o.cp_comm == CpComm::a2a ? ".a2a." : ".");
   if (o.ep > 1) n += "ep" + std::to_string(o.ep) + ".";
-  n += "dp" + std::to_string(ranks / (o.tp * o.ep * o.pp));
+  n += "dp" + std::to_string(ranks / (o.tp * o.cp * o.ep * o.pp));
   if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
   return n;
 }
@@ -118,7 +132,7 @@ namespace {
 strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
   check_layout(o, world.size());
   strata::MeshShape shape;
-  shape.tp = o.tp, shape.ep = o.ep, shape.pp = o.pp;
+  shape.tp = o.tp, shape.cp = o.cp, shape.ep = o.ep, shape.pp = o.pp;
   strata::MeshOptions mo;
   mo.allow_cross_node_tp = o.allow_cross_node_tp;
   mo.name = "gpt";
@@ -143,8 +157,13 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
       micro(o.global_batch / (data_ranks(o, world.size()) * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
       ep(o.ep > 1 ? std::make_unique<ExpertParallel>(mesh.group(strata::Dim::ep)) : nullptr),
+      cp(o.cp > 1 ? make_context_parallel(mesh.group(strata::Dim::cp), o.cp_comm) : nullptr),
       pipe(mesh.group(strata::Dim::pp), o.schedule, o.micro_batches, o.virtual_stages),
-      engine(mesh.group(strata::Dim::dp), local_specs(), [&] {
+      // Parameters are whole on every cp rank, each rank's loss a mean over its positions: the
+      // engine averages gradients over cp x dp (and shards over it).
+      replicas(o.cp > 1 ? mesh.group({strata::Dim::cp, strata::Dim::dp})
+                        : mesh.group(strata::Dim::dp)),
+      engine(replicas, local_specs(), [&] {
         strata::ZeroOptions z = engine_options(o);
         // Clipping's norm over the rest of the model: the other tp slices, experts, stages.
         if (o.tp * o.ep * o.pp > 1)
@@ -156,11 +175,10 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
                                 " but the corpus has " + std::to_string(data.vocab()) +
                                 " characters");
   // The first and last stage of each pipeline share the tied wte's gradient: one group per
-  // pipeline, that is per (tp, ep, dp) coordinate.
+  // pipeline, that is per (tp, cp, ep, dp) coordinate.
   const int stage = mesh.coord(strata::Dim::pp);
   const bool ends = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
-  const int pipeline = mesh.coord(strata::Dim::tp) +
-                       o.tp * (mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp));
+  const int pipeline = world.rank() % (world.size() / o.pp);  // pp is the slowest dimension
   tied = world.split(ends ? pipeline : -1, stage, strata::CommOptions{.name = "gpt/tied"});
   name_groups(world);
   for (size_t t = 0; t < global_tensor.size(); ++t) {
@@ -219,6 +237,7 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
     ModelOptions mo;
     mo.recompute = o.recompute, mo.first_layer = first, mo.last_layer = last, mo.tp = tp.get();
     mo.ep = ep.get();
+    mo.cp = cp.get();
     mo.slots = pipe.slots(ch);
     chunks.emplace_back(c, micro, mo);
     chunks.back().set_grad_scale(1.0f / float(o.micro_batches));  // the aux loss's, headless too
@@ -262,9 +281,13 @@ void Trainer::Impl::name_groups(strata::Communicator& world) {
   std::vector<int> all(size_t(world.size()));
   for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
   failures->add_group("gpt/metrics", all, metrics);
-  for (Dim d : {Dim::tp, Dim::ep, Dim::pp, Dim::dp})
+  for (Dim d : {Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp})
     failures->add_group("gpt/" + std::string(strata::dim_name(d)), mesh.group_ranks({d}),
                         mesh.group(d));
+  if (o.cp > 1) {
+    failures->add_group("gpt/cp+dp", mesh.group_ranks({Dim::cp, Dim::dp}), replicas);
+    failures->add_group("gpt/cp+dp/gather", mesh.group_ranks({Dim::cp, Dim::dp}));
+  }
   failures->add_group("gpt/dp/gather", mesh.group_ranks({Dim::dp}));
   failures->add_group(
       "gpt/tp+ep+pp", mesh.group_ranks({Dim::tp, Dim::ep, Dim::pp}),

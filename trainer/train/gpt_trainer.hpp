@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/gpt_model.hpp"
+#include "parallel/context_parallel.hpp"
 #include "parallel/pipeline_schedule.hpp"
 #include "strata/mesh.hpp"
 #include "strata/sharding.hpp"
@@ -25,9 +26,11 @@ struct TrainOptions {
   int global_batch = 32;  ///< sequences per step, over all ranks; divides by dp * micro
   int micro_batches = 1;  ///< per data-parallel rank and step: the pipeline's m, and
                           ///< gradient accumulation without a pipeline
-  int tp = 1, pp = 1;     ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp * ep * pp)
+  int tp = 1, pp = 1;     ///< tensor- and pipeline-parallel sizes; dp = ranks / (tp cp ep pp)
   int ep = 1;             ///< expert-parallel size: E / ep experts per rank (needs experts)
-  bool sp = false;        ///< sequence parallelism (with tp)
+  int cp = 1;             ///< context-parallel size: ctx / cp positions of each sequence per rank
+  CpComm cp_comm = CpComm::p2p;  ///< ring attention or Ulysses all-to-all
+  bool sp = false;               ///< sequence parallelism (with tp)
   pp::Schedule schedule = pp::Schedule::one_f_one_b;
   int virtual_stages = 1;            ///< model chunks per pipeline rank (interleaved)
   bool allow_cross_node_tp = false;  ///< a tp group spanning nodes is an error unless set
@@ -51,9 +54,9 @@ float learning_rate(const TrainOptions& o, int step);
 /// the sequence under sp), no more pipeline stages than layers, a schedule that accepts (p, m, v),
 /// a batch that divides into ep * dp * micro-batches. Throws std::invalid_argument with one line.
 void check_layout(const TrainOptions& o, int ranks);
-/// Ranks that read their own data: ep * dp.
+/// Ranks that read their own sequences: ep * dp (cp ranks share theirs, each its positions).
 int data_ranks(const TrainOptions& o, int ranks);
-/// "tp2.pp2.dp2", "ep2.dp2" (with ".sp", the schedule and ".v2" where they apply).
+/// "tp2.pp2.dp2", "ep2.dp2", "cp2.a2a.dp2" (with ".sp", the schedule and ".v2" where they apply).
 std::string layout_name(const TrainOptions& o, int ranks);
 
 /// What one optimizer step measured (loss averaged over the global batch).
@@ -72,6 +75,9 @@ struct StepReport {
   /// combine, forward and backward), the seconds it spent in those exchanges (all exposed: the
   /// layer waits for its rows), and the dense gradients' average over ep, bus sense.
   double ep_bytes = 0, ep_seconds = 0, ep_bus_bytes = 0;
+  /// Context parallelism: the keys and values (and their gradients) or the all-to-alls' rows this
+  /// rank sent to other cp ranks, and the seconds attention waited for them (exposed).
+  double cp_bytes = 0, cp_seconds = 0;
   /// The same figures of every pipeline stage (its first rank's), stage by stage. Every step
   /// starts together on all ranks (the previous one ended in a world-wide reduction of the loss),
   /// so the pipeline's time is the longest stage's passes, and a stage's bubble is the share of it

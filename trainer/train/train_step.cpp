@@ -59,6 +59,15 @@ void Trainer::Impl::load_batch(Split split, int step, int m) {
   const int reader = mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp);
   const size_t first = size_t(reader) * size_t(o.micro_batches * micro) + size_t(m * micro);
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
+  if (!cp) return;
+  // Context parallelism: this rank's positions of each sequence, in local order.
+  const int T = o.model.ctx, Tl = T / o.cp;
+  for (std::vector<int>* v : {&tokens, &targets}) {
+    for (int b = 0; b < micro; ++b)
+      for (int p = 0; p < Tl; ++p)
+        (*v)[size_t(b) * Tl + p] = (*v)[size_t(b) * T + size_t(cp->position(p, Tl))];
+    v->resize(size_t(micro) * Tl);
+  }
 }
 
 // Micro-batch `micro` forward through chunk c (into `slot`); returns this rank's share of the
@@ -146,10 +155,11 @@ void Trainer::Impl::backward(int micro_id, int c) {
 }
 
 double Trainer::Impl::reduce_loss(double local) {
-  // Every rank's share of the loss (forward), averaged over the ranks reading their own data.
+  // Every rank's share of the loss (forward), averaged over the ranks reading their own data and
+  // over cp (each cp rank's loss is the mean over its positions).
   std::vector<double> v{local};
   metrics.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
-  return v[0] / data_ranks(o, metrics.size());
+  return v[0] / (data_ranks(o, metrics.size()) * o.cp);
 }
 
 std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mine) {
@@ -209,6 +219,7 @@ StepReport Trainer::Impl::step() {
   r.lr = learning_rate(I.o, r.step);
   if (I.tp) I.tp->take_bus_bytes();
   if (I.ep) I.ep->take_bytes(), I.ep->take_seconds(), I.ep->take_average_bus_bytes();
+  if (I.cp) I.cp->take_bytes(), I.cp->take_seconds();
   I.pipe.take_stats();
   const auto t0 = std::chrono::steady_clock::now();
   double loss = 0;
@@ -245,6 +256,7 @@ StepReport Trainer::Impl::step() {
     r.ep_seconds = I.ep->take_seconds();
     r.ep_bus_bytes = I.ep->take_average_bus_bytes();
   }
+  if (I.cp) r.cp_bytes = I.cp->take_bytes(), r.cp_seconds = I.cp->take_seconds();
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
   r.stages = I.gather_stages(r);
   r.experts = I.gather_experts();

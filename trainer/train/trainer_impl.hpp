@@ -53,10 +53,11 @@ struct Trainer::Impl {
   TrainOptions o;
   const CharCorpus& data;
   strata::Mesh mesh;
-  strata::Communicator metrics, tied;  // tied: this pipeline's first and last stage (pp > 1)
-  int micro;                           // sequences per micro-batch
-  std::unique_ptr<TensorParallel> tp;  // null when tp = 1
-  std::unique_ptr<ExpertParallel> ep;  // null when ep = 1
+  strata::Communicator metrics, tied;   // tied: this pipeline's first and last stage (pp > 1)
+  int micro;                            // sequences per micro-batch
+  std::unique_ptr<TensorParallel> tp;   // null when tp = 1
+  std::unique_ptr<ExpertParallel> ep;   // null when ep = 1
+  std::unique_ptr<ContextParallel> cp;  // null when cp = 1
   Pipeline pipe;
   std::vector<int> unit_of;        // global unit -> engine unit (-1: not on this rank)
   int wte_copy = -1;               // engine unit of the tied wte copy, or -1
@@ -66,6 +67,7 @@ struct Trainer::Impl {
   // (empty but for mixture-of-experts blocks): tokens each expert took over the step's
   // micro-batches on this rank, then the assignments dropped.
   std::vector<std::vector<double>> routed;
+  strata::Communicator replicas;  // the engine's group: dp, or cp x dp
   strata::ZeroEngine engine;
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited

@@ -28,13 +28,13 @@ std::vector<size_t> offsets(const std::vector<strata::TensorSpec>& specs) {
 
 // The whole model from per-tensor values laid out as this rank's engine lays its tensors out
 // (unpadded, in order): each slice placed into param_specs order by one rank holding it (dp
-// coordinate 0, tp rank 0 for a replicated tensor, ep rank 0 for a dense one, never the tied
+// and cp coordinate 0, tp rank 0 for a replicated tensor, ep rank 0 for a dense one, never the tied
 // copy), then summed over the world, where every other rank adds zeros, so the sum is exact.
 std::vector<float> Trainer::Impl::whole(const std::vector<float>& local) {
   const auto specs = param_specs(o.model);
   const std::vector<size_t> offset = offsets(specs);
   std::vector<float> out(offset.back(), 0.0f);
-  const bool writer = mesh.coord(strata::Dim::dp) == 0;
+  const bool writer = mesh.coord(strata::Dim::dp) == 0 && mesh.coord(strata::Dim::cp) == 0;
   const int tpr = mesh.coord(strata::Dim::tp), epr = mesh.coord(strata::Dim::ep);
   const auto& lay = engine.layout();
   size_t at = 0;
@@ -82,10 +82,9 @@ bool Trainer::replicas_identical() {
     g.all_gather(strata::buffer(h), strata::buffer(all)).wait();
     return std::all_of(all.begin(), all.end(), [&](int64_t x) { return x == all[0]; });
   };
-  std::vector<int> ok{same_across(I.mesh.group(strata::Dim::dp), mine) &&
-                      same_across(I.mesh.group(strata::Dim::tp), replicated) &&
-                      same_across(I.mesh.group(strata::Dim::ep), dense) &&
-                      same_across(I.tied, tied)};
+  std::vector<int> ok{
+      same_across(I.replicas, mine) && same_across(I.mesh.group(strata::Dim::tp), replicated) &&
+      same_across(I.mesh.group(strata::Dim::ep), dense) && same_across(I.tied, tied)};
   I.metrics.all_reduce(strata::buffer(ok), strata::ReduceOp::min).wait();
   return ok[0] == 1;
 }

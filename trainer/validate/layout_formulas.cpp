@@ -24,8 +24,8 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   const Config& c = o.model;
   const double t = o.tp, m = o.micro_batches;
   const double B = double(o.global_batch) / data_ranks(o, ranks) / m;
-  const double N = B * c.ctx, S = 4.0 * N * c.embd;       // one activation of all rows, bytes
-  const double ar = 2 * (t - 1) / t, half = (t - 1) / t;  // bus factors: all-reduce, AG or RS
+  const double N = B * c.ctx / o.cp, S = 4.0 * N * c.embd;  // one activation of its rows, bytes
+  const double ar = 2 * (t - 1) / t, half = (t - 1) / t;    // bus factors: all-reduce, AG or RS
   Traffic r;
   const double rc = o.recompute ? 1 : 0;
   for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
@@ -56,6 +56,17 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
     // Each boundary: the activation forward, its gradient backward (this rank's rows).
     const double rows_bytes = o.sp ? S / t : S;
     r.pp_bytes += m * ((head ? 0 : rows_bytes) + (embed ? 0 : rows_bytes));
+    // CP, per block and micro-batch, of this rank's N rows' q, k, v (Cl = C / tp wide each).
+    // Ring: its keys and values to the next rank at cp - 1 of the cp steps, forward and again
+    // backward (and in recompute's forward), and their gradients at every step. All-to-all:
+    // (cp - 1) / cp of q, k, v and of the output, forward, and of their gradients, backward.
+    if (o.cp > 1) {
+      const double P = o.cp, kv = 4.0 * N * 2 * c.embd / t;
+      const double per = o.cp_comm == CpComm::p2p
+                             ? kv * ((P - 1) * (2 + rc) + P)
+                             : 4.0 * N * 4 * c.embd / t * (P - 1) / P * (2 + rc);
+      r.cp_bytes += m * blocks * per;
+    }
   });
   // DP: the engine reduces every (padded) parameter's gradient once a step and, in stages 1-2,
   // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.

@@ -19,6 +19,7 @@ struct Traffic {
   double dp_bus_bytes = 0;
   bool dp_known = true;
   double ep_bus_bytes = 0;  ///< the dense gradients' average over ep, bus sense
+  double cp_bytes = 0;      ///< attention's keys and values (ring) or rows (all-to-all) sent
 };
 Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
 

@@ -19,7 +19,8 @@ int numbered(const std::string& token, const std::string& prefix) {
 
 TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks) {
   TrainOptions o = base;
-  o.tp = o.pp = o.ep = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
+  o.tp = o.pp = o.ep = o.cp = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
+  o.cp_comm = CpComm::p2p;
   o.schedule = pp::Schedule::one_f_one_b;
   int dp = -1;
   bool virtual_given = false;
@@ -33,6 +34,10 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
       o.pp = n;
     else if ((n = numbered(tok, "ep")) > 0)
       o.ep = n;
+    else if ((n = numbered(tok, "cp")) > 0)
+      o.cp = n;
+    else if (tok == "p2p" || tok == "a2a")
+      o.cp_comm = parse_cp_comm(tok);
     else if ((n = numbered(tok, "dp")) > 0)
       dp = n;
     else if ((n = numbered(tok, "zero")) >= 0 && n <= 3)
@@ -49,9 +54,10 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
       throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
   }
   if (o.schedule == pp::Schedule::interleaved && !virtual_given) o.virtual_stages = 2;
-  if (dp > 0 && dp * o.tp * o.ep * o.pp != ranks)
+  const int split = o.tp * o.cp * o.ep * o.pp;
+  if (dp > 0 && dp * split != ranks)
     throw std::invalid_argument("layout '" + name +
-                                "': tp*ep*pp*dp = " + std::to_string(dp * o.tp * o.ep * o.pp) +
+                                "': tp*cp*ep*pp*dp = " + std::to_string(dp * split) +
                                 " but there are " + std::to_string(ranks) + " ranks");
   o.micro_batches = base.micro_batches * o.tp * o.pp;
   try {
@@ -88,6 +94,14 @@ std::vector<TrainOptions> validate_layouts(const std::string& layouts, const Tra
     if (ranks >= 8) names.push_back("tp2.pp2.zero1");
   }
   if (ranks % 2 == 0 && ranks >= 4) names.push_back("tp2.zero3");
+  // Context parallelism, ring and all-to-all, on every size; beside tp and pp on 4 ranks.
+  for (int cp = 2; cp <= ranks; ++cp)
+    for (const char* comm : {"", ".a2a"}) names.push_back("cp" + std::to_string(cp) + comm);
+  if (ranks % 4 == 0) {
+    names.push_back("tp2.cp2");
+    names.push_back("cp2.pp2");
+    names.push_back("cp2.zero3");
+  }
   if (base.model.experts > 0)  // expert parallelism over every size the experts and ranks allow
     for (int ep = 2; ep <= ranks; ++ep) {
       names.push_back("ep" + std::to_string(ep));

@@ -26,6 +26,8 @@ std::vector<Probe> probes_of(const TrainOptions& o, const strata::MeshShape& sha
           out.push_back({strata::Dim::tp, "reduce_scatter"});
   }
   if (shape.pp > 1) out.push_back({strata::Dim::pp, "send/recv"});
+  if (shape.cp > 1)  // attention's keys and values around the ring, or its all-to-alls
+    out.push_back({strata::Dim::cp, o.cp_comm == CpComm::p2p ? "send/recv" : "all_to_all"});
   if (shape.ep > 1)  // the experts' rows, and the dense gradients' average
     out.push_back({strata::Dim::ep, "all_to_all"}), out.push_back({strata::Dim::ep, "all_reduce"});
   if (shape.dp > 1) {

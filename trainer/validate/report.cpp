@@ -112,6 +112,7 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   if (!l.schedule.empty())
     o += " (" + md(l.schedule) + " schedule, " +
          count_of(l.virtual_stages, "virtual stage", "virtual stages") + " per rank)";
+  if (l.cp > 1) o += ", cp " + std::to_string(l.cp) + " (" + md(l.cp_comm) + ")";
   if (l.ep > 1) o += ", ep " + std::to_string(l.ep);
   o += ", dp " + std::to_string(l.dp) + ", ZeRO stage " + std::to_string(l.zero_stage) + ", " +
        count_of(l.micro_batches, "micro-batch", "micro-batches") + ".\n\n";
@@ -140,8 +141,10 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   o += "| stage | bubble | ideal | tp bytes | formula | pp bytes | formula | dp bus bytes | "
        "formula |";
   if (l.ep > 1) o += " ep a2a bytes | ep bus bytes | formula |";
+  if (l.cp > 1) o += " cp bytes | formula |";
   o += "\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|";
   if (l.ep > 1) o += "--:|--:|--:|";
+  if (l.cp > 1) o += "--:|--:|";
   o += "\n";
   for (const ReportStage& s : l.stages) {
     const bool dp_known = s.dp_bus_bytes_formula >= 0;
@@ -157,6 +160,9 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
       o += " " + exact(s.ep_bytes) + " | " +
            measured(s.ep_bus_bytes, same(s.ep_bus_bytes, s.ep_bus_bytes_formula)) + " | " +
            exact(s.ep_bus_bytes_formula) + " |";
+    if (l.cp > 1)
+      o += " " + measured(s.cp_bytes, same(s.cp_bytes, s.cp_bytes_formula)) + " | " +
+           exact(s.cp_bytes_formula) + " |";
     o += "\n";
   }
   o += "\nPer stage, memory of one rank in bytes (exact), measured next to the formula:\n\n";

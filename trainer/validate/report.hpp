@@ -66,6 +66,7 @@ struct ReportStage {
   double dp_bus_bytes_formula = -1;           ///< negative: no formula (ZeRO-3's gathers)
   double ep_bus_bytes = 0, ep_bus_bytes_formula = 0;  ///< the dense gradients' average over ep
   double ep_bytes = 0;  ///< the experts' rows and counts sent to other ep ranks (routing decides)
+  double cp_bytes = 0, cp_bytes_formula = 0;                    ///< attention's traffic over cp
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0;  ///< measured (engine)
   size_t param_bytes_formula = 0, grad_bytes_formula = 0, optimizer_bytes_formula = 0;
   size_t activation_bytes = 0;  ///< peak activation memory of the rank
@@ -73,7 +74,8 @@ struct ReportStage {
 
 struct ReportLayout {
   std::string name;  ///< "tp2.sp.pp2.1f1b.dp2.zero1"
-  int tp = 1, pp = 1, dp = 1, ep = 1, zero_stage = 0, virtual_stages = 1, micro_batches = 1;
+  int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1, zero_stage = 0, virtual_stages = 1, micro_batches = 1;
+  std::string cp_comm;  ///< "p2p" or "a2a"; empty when cp = 1
   bool sp = false;
   std::string schedule;             ///< "gpipe", "1f1b", "interleaved"; empty when pp = 1
   std::vector<ReportGroup> groups;  ///< the mesh, per dimension
