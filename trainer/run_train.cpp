@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "modes.hpp"
 #include "validate/layout_formulas.hpp"
@@ -68,15 +70,29 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
                     k ? ", " : "", g.bubble, g.pass_seconds, g.tp_bus_bytes, g.pp_bytes);
       f << line;
     }
-    f << "]";
+    f << "], \"axes\": {";
+    const std::pair<const char*, const StepReport::Axis*> axes[] = {{"tp", &s.axes.tp},
+                                                                    {"pp", &s.axes.pp},
+                                                                    {"dp", &s.axes.dp},
+                                                                    {"ep", &s.axes.ep},
+                                                                    {"cp", &s.axes.cp}};
+    for (size_t k = 0; k < 5; ++k) {
+      std::snprintf(line, sizeof line,
+                    "%s\"%s\": {\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f}", k ? ", " : "",
+                    axes[k].first, axes[k].second->comm, axes[k].second->exposed);
+      f << line;
+    }
+    f << "}";
     if (!s.experts.empty()) {
       f << ", \"experts\": [";
       for (size_t k = 0; k < s.experts.size(); ++k) {
         const StepReport::Experts& x = s.experts[k];
         std::snprintf(line, sizeof line,
                       "%s{\"layer\": %d, \"tokens_min\": %.0f, \"tokens_mean\": %.3f, "
-                      "\"tokens_max\": %.0f, \"dropped\": %.0f}",
-                      k ? ", " : "", x.layer, x.min, x.mean, x.max, x.dropped);
+                      "\"tokens_max\": %.0f, \"dropped\": %.0f, \"a2a_bytes\": %.0f, "
+                      "\"a2a_bytes_formula\": %.0f, \"a2a_seconds\": %.6f}",
+                      k ? ", " : "", x.layer, x.min, x.mean, x.max, x.dropped, x.a2a_bytes,
+                      x.a2a_bytes_formula, x.a2a_seconds);
         f << line;
       }
       f << "]";
@@ -114,10 +130,31 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
 
 void print_step(const StepReport& s, const TrainOptions& o) {
   const double tok = double(o.global_batch) * o.model.ctx / s.seconds;
+  // Every axis's share of the step: its communication, and the part this rank waited for.
+  const std::pair<const char*, const StepReport::Axis*> axes[] = {{"dp", &s.axes.dp},
+                                                                  {"tp", &s.axes.tp},
+                                                                  {"pp", &s.axes.pp},
+                                                                  {"ep", &s.axes.ep},
+                                                                  {"cp", &s.axes.cp}};
+  double comm = 0, exposed = 0;
+  std::string each;
+  for (const auto& [name, a] : axes) {
+    comm += a->comm, exposed += a->exposed;
+    const bool used = std::string(name) == "dp"   ? a->comm > 0
+                      : std::string(name) == "tp" ? o.tp > 1
+                      : std::string(name) == "pp" ? o.pp > 1
+                      : std::string(name) == "ep" ? o.ep > 1
+                                                  : o.cp > 1;
+    if (!used) continue;
+    char part[48];
+    std::snprintf(part, sizeof part, "%s%s %.0f/%.0f", each.empty() ? "" : " ", name,
+                  100 * a->comm / s.seconds, 100 * a->exposed / s.seconds);
+    each += part;
+  }
   std::printf(
-      "step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%%",
-      s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds, 100 * s.comm_seconds / s.seconds,
-      100 * s.exposed_seconds / s.seconds);
+      "step %5d/%d  loss %.4f  lr %.2e  %8.0f tok/s  %6.1f ms  comm %3.0f%%  exposed %3.0f%% (%s)",
+      s.step + 1, o.steps, s.loss, s.lr, tok, 1e3 * s.seconds, 100 * comm / s.seconds,
+      100 * exposed / s.seconds, each.c_str());
   if (s.grad_norm > 0) std::printf("  gnorm %.3f", s.grad_norm);
   if (o.pp > 1) {
     std::printf("  bubble");
@@ -126,11 +163,9 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   }
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
-  if (o.cp > 1)  // attention's traffic, and the share of the step it was waited for
-    std::printf("  cp %.2f MB %.0f%%", s.cp_bytes / 1e6, 100 * s.cp_seconds / s.seconds);
-  if (o.ep > 1)  // the exchanges' rows (all exposed) and the dense gradients' average
-    std::printf("  ep a2a %.2f MB %.0f%%  avg %.2f MB", s.ep_bytes / 1e6,
-                100 * s.ep_seconds / s.seconds, s.ep_bus_bytes / 1e6);
+  if (o.cp > 1) std::printf("  cp %.2f MB", s.cp_bytes / 1e6);
+  if (o.ep > 1)  // the exchanges' rows and the dense gradients' average
+    std::printf("  ep a2a %.2f MB avg %.2f MB", s.ep_bytes / 1e6, s.ep_bus_bytes / 1e6);
   if (!s.experts.empty()) {  // over every MoE block: the least, mean, most tokens an expert took
     double lo = s.experts[0].min, mean = 0, hi = 0, dropped = 0;
     for (const auto& x : s.experts) {

@@ -5,6 +5,7 @@
 // does not. Each layout's traffic and memory are checked against their formulas
 // (layout_formulas.hpp) and each of its groups' bandwidth against the topology's promise
 // (link_probe.hpp); --report writes it all down (report.hpp).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,6 +64,8 @@ bool matches_formulas(const TrainOptions& o, const StepReport& last,
   auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, b); };
   return close(last.tp_bus_bytes, f.tp_bus_bytes) && close(last.pp_bytes, f.pp_bytes) &&
          close(last.ep_bus_bytes, f.ep_bus_bytes) && close(last.cp_bytes, f.cp_bytes) &&
+         std::all_of(last.experts.begin(), last.experts.end(),
+                     [&](const auto& x) { return close(x.a2a_bytes, x.a2a_bytes_formula); }) &&
          (!f.dp_known || close(last.bus_bytes, f.dp_bus_bytes)) &&
          mem.param_bytes == m.param_bytes && mem.grad_bytes == m.grad_bytes &&
          mem.optimizer_bytes == m.optimizer_bytes;

@@ -1,7 +1,7 @@
-// Context-parallel attention (trainer/parallel/context_parallel.hpp) under mpirun, cp = the
-// world (2, 3, 4 ranks): each rank holds chunks r and 2 cp - 1 - r of every sequence; its
-// attention output and its rows' q, k, v gradients, ring and all-to-all, against unsplit
-// attention of the whole sequence (computed on every rank), element by element.
+// Context parallelism under mpirun (gpt_parallel_np2/3/4): the attention alone with cp = the
+// world (each rank holds chunks r and 2 cp - 1 - r of every sequence; its output and its rows'
+// q, k, v gradients, ring and all-to-all, against unsplit attention of the whole sequence,
+// element by element), and the trainer at cp = the world and beside dp, against one rank.
 #include "parallel/context_parallel.hpp"
 
 #include <cmath>
@@ -11,6 +11,8 @@
 #include "model/gpt_layers.hpp"
 #include "tests/mp/mp.hpp"
 #include "tests/numerics.hpp"
+#include "tests/trainer/layout_runs.hpp"
+#include "trainer/validate/layout_formulas.hpp"
 
 namespace {
 
@@ -92,6 +94,46 @@ TEST(ContextParallel, RingAttentionEqualsUnsplitAttention) {
 TEST(ContextParallel, UlyssesAttentionEqualsUnsplitAttention) {
   if (mp::world().size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
   check(gpt::CpComm::a2a);
+}
+
+TEST(ContextParallel, TrainsAsOneRankDoes) {
+  // 12 heads and 24 positions: cp = 2, 3, 4 split them, in both modes. Every gradient sums the
+  // batch's rows (per rank, then over cp x dp: another order), attention's its blocks' terms.
+  using namespace layout_runs;
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
+  constexpr int kSteps = 8;
+  TrainOptions base = tiny(2);
+  base.model.heads = 12, base.model.embd = 48, base.model.ctx = 24;
+  const Trained ref = reference(base, kSteps);
+  for (int cp : {2, w.size()}) {
+    if (w.size() % cp) continue;
+    for (gpt::CpComm mode : {gpt::CpComm::p2p, gpt::CpComm::a2a}) {
+      TrainOptions o = base;
+      o.cp = cp, o.cp_comm = mode;
+      const std::string what = gpt::layout_name(o, w.size());
+      gpt::Trainer t(w, corpus(), o);
+      Trained got;
+      gpt::StepReport last;
+      for (int s = 0; s < kSteps; ++s) got.losses.push_back((last = t.step()).loss);
+      got.params = t.parameters();
+      EXPECT_TRUE(t.replicas_identical()) << what;
+      const double bound = reorder_bound(tokens(o), kSteps);
+      const double losses = rel_l2(got.losses, ref.losses);
+      const auto worst = numerics::worst_tensor(got.params, ref.params, gpt::param_specs(o.model));
+      measured(what + ": losses", losses, numerics::mean_bound(bound, tokens(o)));
+      measured(what + ": worst tensor (" + worst.tensor + ")", worst.rel, bound);
+      if (w.rank() == 0)
+        std::printf("[ measured ] %s: losses %s\n", what.c_str(),
+                    got.losses == ref.losses ? "bit-identical" : "not bit-identical");
+      EXPECT_LE(losses, numerics::mean_bound(bound, tokens(o))) << what;
+      EXPECT_LE(worst.rel, bound) << what << " " << worst.tensor;
+      // Attention's traffic is what the formula says, and it was timed.
+      EXPECT_DOUBLE_EQ(last.cp_bytes, gpt::traffic_formula(o, w.size(), 0).cp_bytes) << what;
+      EXPECT_GT(last.axes.cp.comm, 0.0) << what;
+    }
+    if (cp == w.size()) break;
+  }
 }
 
 }  // namespace

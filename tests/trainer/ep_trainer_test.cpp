@@ -76,9 +76,15 @@ TEST(ExpertParallel, TrainsAsOneRankDoes) {
     got.params = t.parameters();
     // Every assignment routed once over the world (tp ranks route their shares of the
     // sequences, never the same token twice): the experts' tokens and the dropped make T k.
-    for (const auto& x : last.experts)
+    // The exchanges moved what the routing says they must (formula: docs/trainer.md).
+    for (const auto& x : last.experts) {
       EXPECT_DOUBLE_EQ(x.mean * c.o.model.experts + x.dropped, tokens(c.o) * c.o.model.top_k)
           << what << " block " << x.layer;
+      EXPECT_GT(x.a2a_bytes, 0.0) << what << " block " << x.layer;
+      EXPECT_DOUBLE_EQ(x.a2a_bytes, x.a2a_bytes_formula) << what << " block " << x.layer;
+    }
+    EXPECT_GT(last.axes.ep.comm, 0.0) << what;
+    EXPECT_EQ(last.axes.tp.comm > 0, c.o.tp > 1) << what;
     EXPECT_TRUE(t.replicas_identical()) << what;
     const double losses = max_rel(got.losses, ref.losses);
     // Every gradient sums the global batch's rows (the experts': those routed to them), here in

@@ -64,7 +64,9 @@ void ExpertParallel::start_average(const std::vector<std::span<float>>& grads) {
 
 void ExpertParallel::finish_average() {
   if (!work_) return;
+  const auto t0 = Clock::now();
   work_->wait();
+  average_wait_ += since(t0);
   work_.reset();
   size_t at = 0;
   for (const auto& g : averaged_) {
@@ -74,6 +76,7 @@ void ExpertParallel::finish_average() {
 }
 
 double ExpertParallel::take_average_bus_bytes() { return std::exchange(average_bytes_, 0.0); }
+double ExpertParallel::take_average_wait_seconds() { return std::exchange(average_wait_, 0.0); }
 
 double ExpertParallel::take_bytes() { return std::exchange(bytes_, 0.0); }
 double ExpertParallel::take_seconds() { return std::exchange(seconds_, 0.0); }

@@ -35,16 +35,20 @@ class ExpertParallel final : public moe::Exchange {
   bool averaging() const { return work_.has_value(); }
 
   /// Bytes this rank sent to other ranks (rows and counts), and seconds in the exchanges, since
-  /// the last call.
+  /// the last take: read, or read and reset.
+  double sent_bytes() const { return bytes_; }
+  double exchange_seconds() const { return seconds_; }
   double take_bytes();
   double take_seconds();
-  /// The averages' bytes since the last call, nccl-tests' bus sense.
+  /// The averages' bytes since the last call, nccl-tests' bus sense, and the seconds
+  /// finish_average() waited for them.
   double take_average_bus_bytes();
+  double take_average_wait_seconds();
 
  private:
   strata::Communicator ep_;
   std::vector<size_t> sc_, sd_, rc_, rd_;  // all_to_allv's arguments, in floats
-  double bytes_ = 0, seconds_ = 0, average_bytes_ = 0;
+  double bytes_ = 0, seconds_ = 0, average_bytes_ = 0, average_wait_ = 0;
   std::vector<float> packed_;               // the average in flight
   std::vector<std::span<float>> averaged_;  // where it goes back
   std::optional<strata::Work> work_;

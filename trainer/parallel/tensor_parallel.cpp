@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "parallel/planted_fault.hpp"
 #include "parallel/sequence_parallel.hpp"
@@ -161,7 +162,7 @@ int TensorParallel::vocab_share(int vocab) const { return padded_vocab(vocab, si
 const float* TensorParallel::gather_rows(const float* local, float* full, int B, int T, int C) {
   if (!sp_ || size() == 1) return local;
   bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * B * T * C, size());
-  sp::all_gather_rows(group_, local, full, staging_, B, T, C);
+  timed([&] { sp::all_gather_rows(group_, local, full, staging_, B, T, C); });
   return full;
 }
 
@@ -169,11 +170,13 @@ float* TensorParallel::reduce_rows(float* partial, float* local, int B, int T, i
   if (size() == 1) return partial;
   if (!sp_) {
     bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(float) * B * T * C, size());
-    group_.all_reduce(strata::Buffer{partial, size_t(B) * T * C}, strata::ReduceOp::sum).wait();
+    timed([&] {
+      group_.all_reduce(strata::Buffer{partial, size_t(B) * T * C}, strata::ReduceOp::sum).wait();
+    });
     return partial;
   }
   bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * B * T * C, size());
-  sp::reduce_scatter_rows(group_, partial, local, staging_, B, T, C);
+  timed([&] { sp::reduce_scatter_rows(group_, partial, local, staging_, B, T, C); });
   return local;
 }
 
@@ -183,7 +186,7 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
   row_max_.assign(size_t(N), -std::numeric_limits<float>::infinity());
   for (int n = 0; n < N; ++n)
     for (int i = 0; i < real; ++i) row_max_[n] = std::max(row_max_[n], logits[size_t(n) * Vl + i]);
-  group_.all_reduce(strata::buffer(row_max_), strata::ReduceOp::max).wait();
+  timed([&] { group_.all_reduce(strata::buffer(row_max_), strata::ReduceOp::max).wait(); });
   bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(float) * N, size());
   // Per row: the sum of exponentials over this rank's columns, and the target's logit (minus the
   // max) if this rank holds the target: both summed over the group in one all-reduce.
@@ -199,7 +202,7 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
     if (targets && targets[n] >= first && targets[n] < first + real)
       row_sums_[size_t(N) + n] = double(z[targets[n] - first] - mx);
   }
-  group_.all_reduce(strata::buffer(row_sums_), strata::ReduceOp::sum).wait();
+  timed([&] { group_.all_reduce(strata::buffer(row_sums_), strata::ReduceOp::sum).wait(); });
   bus_bytes_ += strata::all_reduce_bus_bytes(sizeof(double) * 2 * N, size());
   double total = 0;
   for (int n = 0; n < N; ++n) {
@@ -214,20 +217,19 @@ double TensorParallel::cross_entropy(float* probs, const float* logits, const in
 void TensorParallel::all_gather_sequences(float* all, size_t count) {
   const size_t n = count * size_t(size());
   bus_bytes_ += strata::gather_bus_bytes(sizeof(float) * n, size());
-  group_.all_gather(strata::Buffer{all + size_t(rank()) * count, count}, strata::Buffer{all, n})
-      .wait();
+  timed([&] {
+    group_.all_gather(strata::Buffer{all + size_t(rank()) * count, count}, strata::Buffer{all, n})
+        .wait();
+  });
 }
 
 void TensorParallel::all_reduce_sum(std::span<float> v) {
   if (size() == 1) return;
   bus_bytes_ += strata::all_reduce_bus_bytes(v.size_bytes(), size());
-  group_.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
+  timed([&] { group_.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait(); });
 }
 
-double TensorParallel::take_bus_bytes() {
-  const double b = bus_bytes_;
-  bus_bytes_ = 0;
-  return b;
-}
+double TensorParallel::take_bus_bytes() { return std::exchange(bus_bytes_, 0.0); }
+double TensorParallel::take_seconds() { return std::exchange(seconds_, 0.0); }
 
 }  // namespace gpt

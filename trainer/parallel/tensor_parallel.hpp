@@ -12,6 +12,7 @@
 // reduce_rows (g forward, f backward).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -92,8 +93,10 @@ class TensorParallel : public ModelParallel {
   /// Sums v over the group in place (LayerNorm gradients under sequence parallelism).
   void all_reduce_sum(std::span<float> v);
 
-  /// Bytes this rank's collectives moved since the last call, nccl-tests' bus sense.
+  /// Bytes this rank's collectives moved since the last call, nccl-tests' bus sense, and the
+  /// seconds they took (every one blocks: all of it exposed).
   double take_bus_bytes();
+  double take_seconds();
 
  private:
   strata::Communicator group_;
@@ -101,7 +104,13 @@ class TensorParallel : public ModelParallel {
   std::vector<float> staging_;  // sequence parallelism: the chunk-major copy of all rows
   std::vector<float> row_max_;
   std::vector<double> row_sums_;
-  double bus_bytes_ = 0;
+  double bus_bytes_ = 0, seconds_ = 0;
+  template <typename F>
+  void timed(F f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 };
 
 }  // namespace gpt

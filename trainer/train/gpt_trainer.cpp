@@ -244,7 +244,7 @@ std::vector<strata::TensorSpec> Trainer::Impl::local_specs() {
   }
   routed.assign(size_t(L), {});
   for (int l = 0; l < L; ++l)
-    if (c.moe_block(l)) routed[size_t(l)].assign(size_t(c.experts) + 1, 0.0);
+    if (c.moe_block(l)) routed[size_t(l)].assign(size_t(c.experts) + 4, 0.0);
   return specs;
 }
 

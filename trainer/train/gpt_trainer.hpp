@@ -78,6 +78,18 @@ struct StepReport {
   /// Context parallelism: the keys and values (and their gradients) or the all-to-alls' rows this
   /// rank sent to other cp ranks, and the seconds attention waited for them (exposed).
   double cp_bytes = 0, cp_seconds = 0;
+  /// Each parallel axis's communication in the step: the seconds it took (comm) and the part
+  /// this rank waited for it (exposed), the axis's size 1: zero. Blocking operations (tp's, the
+  /// experts' exchanges, the all-to-all attention) count whole in both; the dp engine's buckets
+  /// run behind backward (its own StepStats); where a transfer runs behind computation and its
+  /// own time is not known (pp's sends, the ring's blocks, ep's dense average), comm is the
+  /// waited time too.
+  struct Axis {
+    double comm = 0, exposed = 0;
+  };
+  struct Axes {
+    Axis tp, pp, dp, ep, cp;
+  } axes;
   /// The same figures of every pipeline stage (its first rank's), stage by stage. Every step
   /// starts together on all ranks (the previous one ended in a world-wide reduction of the loss),
   /// so the pipeline's time is the longest stage's passes, and a stage's bubble is the share of it
@@ -88,11 +100,15 @@ struct StepReport {
   };
   std::vector<Stage> stages;
   /// Each mixture-of-experts block's routing over the step, all ranks' tokens: the tokens its
-  /// least, average and most loaded expert took, and the assignments its capacity dropped.
+  /// least, average and most loaded expert took, and the assignments its capacity dropped. Under
+  /// expert parallelism, the bytes its exchanges sent between ranks (all ranks' sum), the same
+  /// from the routing by formula (docs/trainer.md), and the seconds a rank spent in them (the
+  /// ranks' mean).
   struct Experts {
     int layer = 0;
     double min = 0, mean = 0, max = 0;
     double dropped = 0;
+    double a2a_bytes = 0, a2a_bytes_formula = 0, a2a_seconds = 0;
   };
   std::vector<Experts> experts;
 };

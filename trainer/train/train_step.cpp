@@ -86,15 +86,12 @@ float Trainer::Impl::forward(int micro_id, int c, int step, Split split, int slo
     pipe.recv_activation(c, model.input());
   }
   for (int l = model.first_layer(); l < model.last_layer(); ++l) {
+    const double b0 = ep ? ep->sent_bytes() : 0, s0 = ep ? ep->exchange_seconds() : 0;
     engine.gather(size_t(unit_of[size_t(1 + l)]));
     model.block(l, unit_params(1 + l));
     engine.release(size_t(unit_of[size_t(1 + l)]));
-    if (split == Split::train && o.model.moe_block(l)) {
-      const Model::ExpertStats st = model.expert_stats(l);
-      std::vector<double>& r = routed[size_t(l)];  // [E + 1], zero where on another stage
-      for (size_t e = 0; e < st.tokens.size(); ++e) r[e] += st.tokens[e];
-      r.back() += double(st.dropped);
-    }
+    if (split == Split::train && o.model.moe_block(l))
+      tally_routing(l, model.expert_stats(l), b0, s0);
   }
   if (!model.has_head()) {
     pipe.send_activation(c, model.output());
@@ -136,7 +133,9 @@ void Trainer::Impl::backward(int micro_id, int c) {
   }
   for (int l = model.last_layer() - 1; l >= model.first_layer(); --l) {
     engine.gather(size_t(unit_of[size_t(1 + l)]));
+    const double b0 = ep ? ep->sent_bytes() : 0, s0 = ep ? ep->exchange_seconds() : 0;
     model.block_backward(l, unit_params(1 + l), unit_grads(1 + l), acc);
+    if (ep && o.model.moe_block(l)) tally_exchange(l, b0, s0);
     if (last) ready_unit(1 + l);
     engine.release(size_t(unit_of[size_t(1 + l)]));
   }
@@ -178,8 +177,38 @@ std::vector<StepReport::Stage> Trainer::Impl::gather_stages(const StepReport& mi
   return out;
 }
 
+// Block l's routing of one micro-batch into routed[l]: the tokens each expert took, the dropped
+// assignments and, under ep, the exchanges' bytes measured (forward here, backward after
+// block_backward) and by formula: this rank's rows for other ranks' experts go out and their
+// outputs come back, forward and again backward (and in recompute's forward); summed over
+// ranks every row one rank receives is a row another sent, so the world's bytes are 2 x the
+// rows sent out x C floats x (2 + recompute), plus each forward's counts for the others' experts.
+void Trainer::Impl::tally_routing(int l, const Model::ExpertStats& st, double bytes0,
+                                  double seconds0) {
+  const int E = o.model.experts;
+  std::vector<double>& r = routed[size_t(l)];  // zero where the block is on another stage
+  for (int e = 0; e < E; ++e) r[size_t(e)] += st.tokens[size_t(e)];
+  r[size_t(E)] += double(st.dropped);
+  if (!ep) return;
+  tally_exchange(l, bytes0, seconds0);
+  const int El = E / o.ep, mine = mesh.coord(strata::Dim::ep) * El, rc = o.recompute ? 1 : 0;
+  double out = 0;
+  for (int e = 0; e < E; ++e) out += e >= mine && e < mine + El ? 0 : st.tokens[size_t(e)];
+  r[size_t(E) + 2] +=
+      2 * out * o.model.embd * 4.0 * (2 + rc) + double(E - El) * sizeof(int32_t) * (1 + rc);
+}
+
+// The exchanges' bytes and seconds since (bytes0, seconds0), into block l's tally.
+void Trainer::Impl::tally_exchange(int l, double bytes0, double seconds0) {
+  std::vector<double>& r = routed[size_t(l)];
+  const size_t E = size_t(o.model.experts);
+  r[E + 1] += ep->sent_bytes() - bytes0;
+  r[E + 3] += ep->exchange_seconds() - seconds0;
+}
+
 // Every rank's routing of the step, summed (each rank routes its own tokens over all E: its
-// share of the sequences under tp), per mixture-of-experts block.
+// share of the sequences under tp), per mixture-of-experts block: routed[l] is [E] tokens per
+// expert, dropped, exchange bytes, their formula, exchange seconds.
 std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
   const int E = o.model.experts;
   std::vector<double> all;
@@ -196,9 +225,11 @@ std::vector<StepReport::Experts> Trainer::Impl::gather_experts() {
   for (int l = 0; l < o.model.layers; ++l) {
     if (!o.model.moe_block(l)) continue;
     const double* v = all.data() + at;
-    at += size_t(E) + 1;
+    at += size_t(E) + 4;
     StepReport::Experts x{l, *std::min_element(v, v + E), 0, *std::max_element(v, v + E), v[E]};
     for (int e = 0; e < E; ++e) x.mean += v[e] / E;
+    x.a2a_bytes = v[E + 1], x.a2a_bytes_formula = v[E + 2];
+    x.a2a_seconds = v[E + 3] / metrics.size();
     out.push_back(x);
   }
   return out;
@@ -217,10 +248,7 @@ StepReport Trainer::Impl::step() {
   StepReport r;
   r.step = int(I.engine.steps_done());
   r.lr = learning_rate(I.o, r.step);
-  if (I.tp) I.tp->take_bus_bytes();
-  if (I.ep) I.ep->take_bytes(), I.ep->take_seconds(), I.ep->take_average_bus_bytes();
-  if (I.cp) I.cp->take_bytes(), I.cp->take_seconds();
-  I.pipe.take_stats();
+  I.take_axis_stats(r);  // discards what an evaluation between steps moved
   const auto t0 = std::chrono::steady_clock::now();
   double loss = 0;
   for (const pp::Action& a : I.pipe.actions()) {
@@ -247,25 +275,37 @@ StepReport Trainer::Impl::step() {
   const auto t2 = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(t2 - t0).count();
   r.pass_seconds = std::chrono::duration<double>(t1 - t0).count();
-  const Pipeline::Stats ps = I.pipe.take_stats();
-  r.compute_seconds = r.pass_seconds - ps.recv_wait_seconds - tail_wait;
-  r.pp_bytes = ps.bytes_sent;
-  r.tp_bus_bytes = I.tp ? I.tp->take_bus_bytes() : 0.0;
-  if (I.ep) {
-    r.ep_bytes = I.ep->take_bytes();
-    r.ep_seconds = I.ep->take_seconds();
-    r.ep_bus_bytes = I.ep->take_average_bus_bytes();
-  }
-  if (I.cp) r.cp_bytes = I.cp->take_bytes(), r.cp_seconds = I.cp->take_seconds();
+  I.take_axis_stats(r);
+  r.compute_seconds = r.pass_seconds - r.axes.pp.exposed - tail_wait;
+  r.axes.pp.exposed += tail_wait, r.axes.pp.comm = r.axes.pp.exposed;
   r.loss = float(I.reduce_loss(loss / I.o.micro_batches));
   r.stages = I.gather_stages(r);
   r.experts = I.gather_experts();
-  const strata::StepStats s = I.engine.last_step_stats();
-  r.comm_seconds = s.comm_seconds;
-  r.exposed_seconds = s.exposed_seconds;
-  r.bus_bytes = s.bus_bytes;
-  r.grad_norm = s.grad_norm;
   return r;
+}
+
+// Every axis's figures since the last call into r (docs: StepReport::Axes).
+void Trainer::Impl::take_axis_stats(StepReport& r) {
+  const Pipeline::Stats ps = pipe.take_stats();
+  r.pp_bytes = ps.bytes_sent, r.axes.pp = {ps.recv_wait_seconds, ps.recv_wait_seconds};
+  if (tp) {
+    r.tp_bus_bytes = tp->take_bus_bytes();
+    r.axes.tp.comm = r.axes.tp.exposed = tp->take_seconds();
+  }
+  if (ep) {
+    r.ep_bytes = ep->take_bytes(), r.ep_seconds = ep->take_seconds();
+    r.ep_bus_bytes = ep->take_average_bus_bytes();
+    const double waited = ep->take_average_wait_seconds();
+    r.axes.ep = {r.ep_seconds + waited, r.ep_seconds + waited};
+  }
+  if (cp) {
+    r.cp_bytes = cp->take_bytes(), r.cp_seconds = cp->take_seconds();
+    r.axes.cp = {r.cp_seconds, r.cp_seconds};
+  }
+  const strata::StepStats s = engine.last_step_stats();
+  r.comm_seconds = s.comm_seconds, r.exposed_seconds = s.exposed_seconds;
+  r.bus_bytes = s.bus_bytes, r.grad_norm = s.grad_norm;
+  r.axes.dp = {s.comm_seconds, s.exposed_seconds};
 }
 
 float Trainer::evaluate(int batches) {

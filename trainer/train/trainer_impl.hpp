@@ -46,6 +46,9 @@ struct Trainer::Impl {
   std::vector<float> whole(const std::vector<float>& local);
   std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
   std::vector<StepReport::Experts> gather_experts();
+  void take_axis_stats(StepReport& r);
+  void tally_routing(int l, const Model::ExpertStats& st, double bytes0, double seconds0);
+  void tally_exchange(int l, double bytes0, double seconds0);
   void name_groups(strata::Communicator& world);
   StepReport step();
   float evaluate(int batches);
@@ -65,7 +68,8 @@ struct Trainer::Impl {
   std::vector<Model> chunks;       // one per model chunk of this rank's stage
   // The step's routing (sized by local_specs(), like chunks: declared before the engine), per block
   // (empty but for mixture-of-experts blocks): tokens each expert took over the step's
-  // micro-batches on this rank, then the assignments dropped.
+  // micro-batches on this rank, then the assignments dropped, the exchanges' bytes, their
+  // formula and their seconds (tally_routing).
   std::vector<std::vector<double>> routed;
   strata::Communicator replicas;  // the engine's group: dp, or cp x dp
   strata::ZeroEngine engine;
