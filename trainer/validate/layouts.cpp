@@ -59,7 +59,8 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
     throw std::invalid_argument("layout '" + name +
                                 "': tp*cp*ep*pp*dp = " + std::to_string(dp * split) +
                                 " but there are " + std::to_string(ranks) + " ranks");
-  o.micro_batches = base.micro_batches * o.tp * o.pp;
+  // cp ranks read the same sequences: they take more micro-batches, as tp and pp ranks do.
+  o.micro_batches = base.micro_batches * o.tp * o.cp * o.pp;
   try {
     check_layout(o, ranks);
   } catch (const std::invalid_argument& e) {

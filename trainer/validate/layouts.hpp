@@ -1,7 +1,7 @@
 // The layouts `strata-gpt validate` trains: named like "tp2.sp.pp2.1f1b.dp2.zero1", parsed from
 // --layouts or enumerated from the world size. Every layout of one run uses micro-batches of the
-// same size (each gets m = M * tp * pp, so dp * m = ranks * M), which makes one reference run on
-// one rank the reference of them all.
+// same size (each gets m = M * tp * cp * pp, so ep * dp * m = ranks * M), which makes one
+// reference run on one rank the reference of them all.
 #pragma once
 
 #include <string>
