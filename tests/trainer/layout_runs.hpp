@@ -33,8 +33,8 @@ inline TrainOptions tiny(int layers = 4) {
   return o;
 }
 
-// Each layout gets micro-batches of one size (validate's rule): m = M * tp * pp (* cp, which the
-// tests that use cp set themselves).
+// Each layout gets micro-batches of one size (validate's rule): m = M * tp * pp (validate also
+// multiplies by cp; the tests compare cp layouts within rounding bounds, which do not need it).
 inline TrainOptions layout(TrainOptions o, int tp, int pp,
                            pp::Schedule s = pp::Schedule::one_f_one_b, int v = 1) {
   o.tp = tp, o.pp = pp, o.schedule = s, o.virtual_stages = v;
