@@ -16,15 +16,8 @@
 
 namespace {
 
+using layout_runs::randn;
 using std::vector;
-
-vector<float> randn(size_t n, double sd, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0, float(sd));
-  vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
 
 // The largest |a - b| over the elements, relative to the larger of |b| and b's root mean square
 // (so that near-zero elements are judged on the tensor's scale).

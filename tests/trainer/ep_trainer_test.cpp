@@ -109,15 +109,9 @@ TEST(ExpertParallel, ClippingCountsTheDenseParametersOnceAndEveryExpert) {
   auto& w = mp::world();
   const int ep = w.size() % 2 == 0 ? 2 : w.size();
   TrainOptions base = moe(2 * ep, 2, 0);
-  auto norms = [&](strata::Communicator comm, const TrainOptions& o) {
-    gpt::Trainer t(comm, corpus(), o);
-    std::vector<float> n;
-    for (int s = 0; s < 3; ++s) n.push_back(float(t.step().grad_norm));
-    return n;
-  };
   TrainOptions one = base;
   one.micro_batches *= w.size();
-  const std::vector<float> want = norms(w.split(w.rank(), 0), one);
+  const std::vector<float> want = grad_norms(w.split(w.rank(), 0), one, 3);
   ASSERT_GT(want[0], 0.0f);
   // With a pipeline too, where the tied embedding's gradient is reduced across its ends before
   // its average over ep (a tied group spanning ep would count it ep times).
@@ -129,7 +123,8 @@ TEST(ExpertParallel, ClippingCountsTheDenseParametersOnceAndEveryExpert) {
   for (const TrainOptions& o : layouts) {
     // Squared norms of every rank's slices summed in another order, gradients averaged in
     // another.
-    const double got = rel_l2(norms(w, o), want), bound = reorder_bound(4 * base.model.embd, 3);
+    const double got = rel_l2(grad_norms(w, o, 3), want),
+                 bound = reorder_bound(4 * base.model.embd, 3);
     measured(gpt::layout_name(o, w.size()) + " gradient norms", got, bound);
     EXPECT_LE(got, bound) << gpt::layout_name(o, w.size());
   }

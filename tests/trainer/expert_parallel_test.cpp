@@ -11,18 +11,12 @@
 #include "model/moe.hpp"
 #include "tests/mp/mp.hpp"
 #include "tests/numerics.hpp"
+#include "tests/trainer/layout_runs.hpp"
 
 namespace {
 
+using layout_runs::randn;
 using std::vector;
-
-vector<float> randn(size_t n, double sd, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0, float(sd));
-  vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
 
 // Rows [first, first + count) of a [*, width] matrix.
 vector<float> rows(const vector<float>& m, size_t first, size_t count, size_t width) {

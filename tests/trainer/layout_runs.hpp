@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,23 @@ using numerics::reorder_bound;
 inline void measured(const std::string& what, double got, double bound) {
   if (mp::world().rank() == 0)
     std::printf("[ measured ] %s: %.2e (bound %.2e)\n", what.c_str(), got, bound);
+}
+
+// The gradient norm clipping saw in each of `steps` steps of layout o on comm.
+inline std::vector<float> grad_norms(strata::Communicator comm, const TrainOptions& o, int steps) {
+  gpt::Trainer t(comm, corpus(), o);
+  std::vector<float> n;
+  for (int s = 0; s < steps; ++s) n.push_back(float(t.step().grad_norm));
+  return n;
+}
+
+// n normal samples of standard deviation sd from `seed`: test inputs every rank draws alike.
+inline std::vector<float> randn(size_t n, double sd, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0, float(sd));
+  std::vector<float> v(n);
+  for (float& x : v) x = g(rng);
+  return v;
 }
 
 // A directory every rank names the same: rank 0's pid, broadcast.

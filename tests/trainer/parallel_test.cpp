@@ -189,22 +189,17 @@ TEST(Layout, ClippingSeesTheWholeModelsGradientNormCountingEveryParameterOnce) {
   if (w.size() % 4)
     GTEST_SKIP() << "tp2 x pp2 needs a multiple of 4 ranks; gpt_parallel_np4 runs it";
   const TrainOptions base = tiny(4);
-  auto norms = [&](strata::Communicator comm, const TrainOptions& o) {
-    gpt::Trainer t(comm, corpus(), o);
-    std::vector<float> n;
-    for (int s = 0; s < 3; ++s) n.push_back(float(t.step().grad_norm));
-    return n;
-  };
   TrainOptions one = base;
   one.micro_batches *= w.size();
-  const std::vector<float> want = norms(w.split(w.rank(), 0), one);
+  const std::vector<float> want = grad_norms(w.split(w.rank(), 0), one, 3);
   ASSERT_GT(want[0], 0.0f);
   for (bool sp : {false, true}) {
     TrainOptions o = layout(base, 2, 2);
     o.sp = sp;
     // The squared norms of 4 slices (tp x pp) summed in another order than one rank's, and
     // the row-parallel products' partial sums, over 3 steps.
-    const double got = rel_l2(norms(w, o), want), bound = reorder_bound(4 * base.model.embd, 3);
+    const double got = rel_l2(grad_norms(w, o, 3), want),
+                 bound = reorder_bound(4 * base.model.embd, 3);
     measured(sp ? "tp2.sp.pp2 gradient norms" : "tp2.pp2 gradient norms", got, bound);
     EXPECT_LE(got, bound) << "sp " << sp;
   }
