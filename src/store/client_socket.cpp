@@ -1,10 +1,12 @@
 #include "store/client_socket.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace strata::store {
 
@@ -54,6 +56,16 @@ Io recv_exact(int fd, uint8_t* p, size_t n, Clock::time_point deadline, int& err
     if (wait_for(fd, POLLIN, deadline) == 0) return Io::timeout;
   }
   return Io::done;
+}
+
+bool connected_to_itself(int fd) {
+  sockaddr_storage mine{}, peer{};
+  socklen_t mine_len = sizeof mine, peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &mine_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return mine_len == peer_len && std::memcmp(&mine, &peer, mine_len) == 0;
 }
 
 }  // namespace strata::store

@@ -17,5 +17,9 @@ short wait_for(int fd, short events, Clock::time_point deadline);
 Io send_all(int fd, const uint8_t* p, size_t n, Clock::time_point deadline, int& err);
 /// Receives exactly `n` bytes; a failure leaves its errno in `err` (end of stream: closed).
 Io recv_exact(int fd, uint8_t* p, size_t n, Clock::time_point deadline, int& err);
+/// True when a connected TCP socket's two ends are the same address and port: a client whose
+/// ephemeral port happened to be the server's port, connecting before the server listens,
+/// "connects" to itself (TCP simultaneous open) and would read its own requests back.
+bool connected_to_itself(int fd);
 
 }  // namespace strata::store

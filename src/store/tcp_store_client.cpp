@@ -171,6 +171,12 @@ int TcpStore::Impl::try_connect(const sockaddr_in& a, Clock::time_point deadline
     ::close(fd);
     return -1;
   }
+  if (store::connected_to_itself(fd)) {  // the server is not listening yet: retry
+    why = "connected to itself (no server listening yet)";
+    errno_ = EAGAIN;
+    ::close(fd);
+    return -1;
+  }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // requests are small
   return fd;

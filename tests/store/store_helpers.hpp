@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "store/client_socket.hpp"
 #include "store/refusal_log.hpp"
 #include "store/wire.hpp"
 #include "strata/error.hpp"

@@ -275,6 +275,30 @@ TEST(TcpStore, ClientRetriesUntilTheServerIsUpAndResolvesHostNames) {
   EXPECT_EQ(TcpStore(opts(port)).get("hi", 1s), bytes("there"));
 }
 
+// A client whose ephemeral port equals the server's port, connecting before the server
+// listens, is connected to itself by TCP's simultaneous open; the client must see that and
+// retry rather than read its own HELLO back as the reply ("malformed reply", seen in CI).
+TEST(TcpStore, ASocketConnectedToItselfIsRecognised) {
+  const int self = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(self, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(self, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(self, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(::connect(self, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_TRUE(store::connected_to_itself(self));
+  ::close(self);
+
+  TcpStoreServer server(opts(0));  // an ordinary connection is not
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  a.sin_port = htons(server.port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+  EXPECT_FALSE(store::connected_to_itself(fd));
+  ::close(fd);
+}
+
 TEST(TcpStore, ConnectingToNothingTimesOutNamingTheAddress) {
   uint16_t port = 0;
   {
