@@ -6,7 +6,7 @@
 # STRATA_TEST_RANKS_PER_NODE.
 set(STRATA_CLUSTER ${PROJECT_SOURCE_DIR}/tools/strata-cluster)
 set(STRATA_CLUSTER_FILTER
-    "--gtest_filter=Topology.*:Mesh.*:Collectives.*:Split.*:PointToPoint.*:Deadlines.*")
+    "--gtest_filter=Topology.*:Mesh.*:Collectives.*:Split.*:PointToPoint.*:Deadlines.*:Mismatch.AllToAllv*")
 
 # name, strata-cluster layout, ranks per node for the tests, extra options.
 function(strata_cluster_test name layout per_node)

@@ -40,6 +40,13 @@ constexpr Algorithm kAllToAllv[] = {
                         a.send_displs, a.out, a.recv_counts, a.recv_displs, dtype_size(a.dtype));
      },
      kNoSegment},
+    {"hierarchical",
+     "several equal nodes: counts first; by their total, blocks per node pair or pairwise",
+     on_group<cost::hierarchical_all_to_allv>,
+     two_level_even,
+     hierarchical_all_to_allv,
+     {},
+     /*forced_falls_back=*/true},
     {"pairwise", "n-1 steps: at step k send to r+k, receive from r-k", on_group<cost::pairwise>,
      anywhere, pairwise_run},
 };

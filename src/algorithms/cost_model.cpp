@@ -162,4 +162,11 @@ double hierarchical_all_to_all(const GroupView& g, double B) {
          (g.nodes - 1) * (rail.alpha + B / g.nodes * rail.beta);
 }
 
+double hierarchical_all_to_allv(const GroupView& g, double B) {
+  // The counts in the node, then on each rail, then the blocks as all_to_all's (for 0 bytes,
+  // as the choice sees it; the algorithm itself may move large blocks pairwise).
+  return node_data_movement(g, 0, false) + (g.nodes - 1) * network(g).alpha +
+         hierarchical_all_to_all(g, B);
+}
+
 }  // namespace strata::algo::cost

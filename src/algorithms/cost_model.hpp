@@ -66,5 +66,6 @@ double hierarchical_all_reduce(const GroupView& g, double B);
 double hierarchical_all_gather(const GroupView& g, double B);
 double hierarchical_reduce_scatter(const GroupView& g, double B);
 double hierarchical_all_to_all(const GroupView& g, double B);
+double hierarchical_all_to_allv(const GroupView& g, double B);
 
 }  // namespace strata::algo::cost

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "algorithms/registry.hpp"
+#include "algorithms/legs.hpp"
 #include "kernels/blocks.hpp"
 #include "kernels/reduce_kernels.hpp"
 
@@ -20,52 +20,6 @@ constexpr size_t kChunkBytes = 4 << 20;
 // the fewest steps (the tail chunk of a larger buffer below it goes as one shard: node reduce,
 // one rail, node broadcast). cost_model.cpp's kShardedBytes follows it.
 constexpr size_t kShardedBytes = 64 << 10;
-
-Buffer view(const void* p, size_t first, size_t count, DataType dt) {
-  return Buffer{static_cast<uint8_t*>(const_cast<void*>(p)) + first * dtype_size(dt), count, dt};
-}
-
-// The legs, on one level of the collective running as `e`.
-struct Legs {
-  Exec& e;
-  TwoLevel& t = *e.two_level;
-
-  Leg start(Level l, Collective c, const Args& a) { return t.start(l, c, a, e.deadline, e.where); }
-  Leg all_reduce(Level l, Buffer in, Buffer out, ReduceOp op) {
-    return start(l, Collective::all_reduce,
-                 {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op});
-  }
-  Leg all_reduce(Level l, Buffer inout, ReduceOp op) { return all_reduce(l, inout, inout, op); }
-  Leg reduce_scatter(Level l, Buffer in, Buffer out, ReduceOp op) {
-    return start(l, Collective::reduce_scatter,
-                 {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op});
-  }
-  Leg reduce(Level l, Buffer in, Buffer out, ReduceOp op, int root) {
-    return start(l, Collective::reduce,
-                 {.in = in.data,
-                  .out = out.data,
-                  .count = in.count,
-                  .dtype = in.dtype,
-                  .op = op,
-                  .root = root});
-  }
-  Leg all_gather(Level l, Buffer in, Buffer out) {
-    return start(l, Collective::all_gather,
-                 {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
-  }
-  Leg broadcast(Level l, Buffer inout, int root) {
-    return start(l, Collective::broadcast,
-                 {.in = inout.data,
-                  .out = inout.data,
-                  .count = inout.count,
-                  .dtype = inout.dtype,
-                  .root = root});
-  }
-  Leg all_to_all(Level l, Buffer in, Buffer out, size_t ranks) {
-    return start(l, Collective::all_to_all,
-                 {.in = in.data, .out = out.data, .count = in.count / ranks, .dtype = in.dtype});
-  }
-};
 
 // The legs of one all-reduce chunk, issued in turn; each waits for the one before.
 struct Chunk {

@@ -24,6 +24,10 @@
 #include "strata/types.hpp"
 #include "transport/p2p.hpp"
 
+namespace strata::transport {
+class FailureChannel;
+}
+
 namespace strata::algo {
 
 /// A group as the choice sees it: where its ranks are and what joins them. Built by the runtime
@@ -51,6 +55,12 @@ struct Exec {
   TwoLevel* two_level;                  ///< several nodes: the node and rail legs; else null
   Clock::time_point deadline;
   const ErrorContext& where;
+  /// Tells the others what this rank found wrong in the call (hierarchical all_to_allv's
+  /// counts); null where nobody can be told.
+  transport::FailureChannel* failures = nullptr;
+  /// The group as the choice saw it, for an algorithm that chooses again once its ranks agree
+  /// on the size (hierarchical all_to_allv); null where unknown.
+  const GroupView* view = nullptr;
   /// `call`: shm::call_word of a data movement's dtype and root (0 for reductions).
   shm::Context shm_context(uint32_t call = 0) const {
     return {*shm, deadline, where, *write_modes, call};

@@ -71,5 +71,9 @@ void hierarchical_reduce_scatter(Exec& e, const Args& a);
 /// index of its destination, then each rail exchanges one message per node pair holding all of a
 /// node's blocks for that peer.
 void hierarchical_all_to_all(Exec& e, const Args& a);
+/// The same for any counts (hierarchical_all_to_allv.cpp): the counts first, within the node
+/// and along the rail, so every claim is checked and every rank knows the call's total; by it,
+/// the blocks go aggregated as above or pairwise over the whole group.
+void hierarchical_all_to_allv(Exec& e, const Args& a);
 
 }  // namespace strata::algo

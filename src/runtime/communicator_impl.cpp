@@ -114,7 +114,8 @@ Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, 
       runtime::agree_on_fingerprint(w, self);
     }
     if (calls) calls->began(call, true);
-    algo::Exec e{w, shm_.get(), &write_modes_, levels_.get(), self.deadline, self.where};
+    algo::Exec e{w,          shm_.get(), &write_modes_, levels_.get(), self.deadline,
+                 self.where, &w,         &view_};
     body(e);
   };
   return Work(queue_->submit(std::move(op)));

@@ -52,7 +52,8 @@ std::optional<Work> Communicator::Impl::try_now(const algo::Algorithm& algo, alg
   rest.reduce = shape.reduces ? int(a.op) : -1;
   rest.where = std::move(where);
   rest.run = [this, &now, number = *number, a](transport::Transport& w, runtime::Op& self) {
-    algo::Exec e{w, shm_.get(), &write_modes_, levels_.get(), self.deadline, self.where};
+    algo::Exec e{w,          shm_.get(), &write_modes_, levels_.get(), self.deadline,
+                 self.where, &w,         &view_};
     now.finish(e, number, a);
   };
   return Work(queue_->finish_later(std::move(rest), started));

@@ -107,6 +107,10 @@ bool PeerHealth::take_notice() {
              who + " refused its own arguments to " + describe_call(n->calls[0]) + " (" +
                  (reason.empty() ? "see its error" : reason) +
                  "), so the others cannot complete it");
+      } else if (n->kind == transport::Notice::counts) {
+        const std::string reason(n->reason, strnlen(n->reason, sizeof n->reason));
+        fail(ErrorCode::invalid_argument, n->culprit == rank_ ? n->reporter : n->culprit,
+             reason + " (found by rank " + std::to_string(n->reporter) + ")");
       } else if (n->kind == transport::Notice::aborted) {
         const std::string reason(n->reason, strnlen(n->reason, sizeof n->reason));
         fail(ErrorCode::aborted, n->culprit,

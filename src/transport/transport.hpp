@@ -20,7 +20,14 @@ namespace strata::transport {
 /// What one rank tells the others when the group cannot go on, so that every survivor names the
 /// same culprit instead of blaming the neighbour it happened to wait for.
 struct Notice {
-  enum Kind : int32_t { died = 1, aborted = 2, unreachable = 3, mismatch = 4, refused = 5 };
+  enum Kind : int32_t {
+    died = 1,
+    aborted = 2,
+    unreachable = 3,
+    mismatch = 4,
+    refused = 5,
+    counts = 6  ///< all_to_allv: the reporter received a count the culprit sent, not expected
+  };
   int32_t kind = 0;
   int32_t culprit = -1;   ///< the rank that died, aborted, cannot be reached or called otherwise
   int32_t reporter = -1;  ///< the rank that noticed
@@ -28,7 +35,8 @@ struct Notice {
   /// count -1 when only its message's tag was seen, its bits equal when the sizes differed);
   /// refused (the culprit refused its own arguments): its call.
   Call calls[2];
-  /// refused: the culprit's error; aborted: the failure that made it abort (may be empty); cut
+  /// refused: the culprit's error; counts: the disagreement, as the reporter words it;
+  /// aborted: the failure that made it abort (may be empty); cut
   /// to fit (read it up to the first NUL or the end).
   char reason[200] = {};
 };
@@ -84,7 +92,7 @@ class FailureChannel {
   /// A failure learnt from the network: a peer's notice, else an endpoint the transport
   /// declared failed (reported as `unreachable` by this rank). Progresses once.
   virtual std::optional<Notice> poll_failure() = 0;
-  /// Sends `n` to every peer except this rank and (but for a mismatch) `n.culprit`; best
+  /// Sends `n` to every peer except this rank and (but for mismatch and counts) `n.culprit`; best
   /// effort, bounded (200 ms).
   virtual void send_notice(const Notice& n) = 0;
 };

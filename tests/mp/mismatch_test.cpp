@@ -27,6 +27,14 @@ bool on_shared_memory() {
   return std::getenv("STRATA_TEST_RANKS_PER_NODE") == nullptr && !(shm && std::string(shm) == "0");
 }
 
+// all_to_allv across nodes of equal size (two or more ranks each) takes the hierarchical
+// exchange, whose counts travel ahead of the blocks (tests/cluster.cmake runs it).
+bool all_to_allv_hierarchical() {
+  const char* per_node = std::getenv("STRATA_TEST_RANKS_PER_NODE");
+  const int k = per_node ? std::atoi(per_node) : 0, n = mp::world().size();
+  return k > 1 && n > k && n % k == 0 && std::getenv("STRATA_ALGO") == nullptr;
+}
+
 // The network path's check without STRATA_CHECK: message tags carry a call's kind, dtype and
 // reduction, not its count (a rank names only its own, unless the peer was asked for its call).
 bool network_check_only() { return !checking() && !on_shared_memory(); }
@@ -131,8 +139,9 @@ TEST_F(Mismatch, ZeroCountAgainstNonEmpty) {
 // all_to_allv's counts differ by design, but what rank 0 sends rank 1 must be what rank 1 expects
 // from it: one element more, or none where it expects 2, fails every rank (on the network path a
 // sender that finished first at its next call). The shared segment exchanges every rank's counts
-// first, so there every rank names the pair and both counts; the network path names the sizes
-// on the receiver, and the finder elsewhere.
+// first, so there every rank names the pair and both counts, as does the hierarchical exchange
+// across nodes (its receiver tells the others, who fail at their next call); the pairwise
+// network path names the sizes on the receiver, and the finder elsewhere.
 TEST_F(Mismatch, AllToAllvCountsThatDisagree) {
   auto& w = mp::world();
   const int n = w.size();
@@ -152,7 +161,7 @@ TEST_F(Mismatch, AllToAllvCountsThatDisagree) {
       const std::string m = e.what();
       EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
       EXPECT_NE(m.find("all_to_allv"), std::string::npos) << m;
-      if (on_shared_memory()) {
+      if (on_shared_memory() || all_to_allv_hierarchical()) {
         EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(sent) +
                          " elements to rank 1, which expects 2 from it"),
                   std::string::npos)
@@ -165,6 +174,36 @@ TEST_F(Mismatch, AllToAllvCountsThatDisagree) {
       } else {
         EXPECT_NE(m.find("found by rank 1"), std::string::npos) << m;
       }
+    }
+  }
+}
+
+// The hierarchical exchange moves a large call's blocks pairwise (its ranks agree on that from
+// the total): a wrong count there is found and named the same way, and the output is untouched.
+TEST_F(Mismatch, AllToAllvLargeCountsThatDisagreeAcrossNodes) {
+  if (!all_to_allv_hierarchical()) GTEST_SKIP() << "needs even nodes of 2 ranks or more";
+  auto& w = mp::world();
+  const int n = w.size();
+  const size_t each = size_t(1) << 20;  // 4 MiB per block: the pairwise side of the choice
+  Communicator c = w.split(0, w.rank());
+  std::vector<size_t> sc(n, each), rc(n, each), sd(n), rd(n);
+  if (c.rank() == 0) sc[1] = each + 1;
+  for (int j = 1; j < n; ++j) sd[j] = sd[j - 1] + sc[j - 1], rd[j] = rd[j - 1] + rc[j - 1];
+  std::vector<float> in(sd[n - 1] + sc[n - 1], 1.0f), out(each * size_t(n), -7.0f);
+  try {
+    c.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
+    c.barrier().wait();
+    c.barrier().wait();
+    ADD_FAILURE() << "no error on rank " << c.rank();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
+    EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(each + 1) +
+                     " elements to rank 1, which expects " + std::to_string(each) + " from it"),
+              std::string::npos)
+        << m;
+    if (c.rank() == 1) {
+      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -7.0f; }));
     }
   }
 }

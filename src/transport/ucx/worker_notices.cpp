@@ -91,7 +91,8 @@ void Worker::send_notice(const Notice& n) {
   notice_out_ = n;  // a member: a send still in flight after the bound below keeps a valid buffer
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || !eps_[size_t(peer)]) continue;
-    if (peer == n.culprit && n.kind != Notice::mismatch) continue;  // it is gone
+    const bool alive = n.kind == Notice::mismatch || n.kind == Notice::counts;
+    if (peer == n.culprit && !alive) continue;  // it is gone
     ucs_status_ptr_t r = ucp_tag_send_nbx(eps_[size_t(peer)], &notice_out_, sizeof notice_out_,
                                           tags::control(rank_, tags::Control::notice), &p);
     if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
