@@ -45,6 +45,7 @@ PUBLIC_LAYER = {
     "strata/work.hpp": "runtime",
     "strata/communicator.hpp": "runtime",
     "strata/version.hpp": "runtime",
+    "strata/cost.hpp": "runtime",
     "strata/mesh.hpp": "mesh",
     "strata/sharding.hpp": "sharding",
     "strata/strata.hpp": None,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "strata/communicator.hpp"
+#include "strata/cost.hpp"
 #include "strata/error.hpp"
 #include "strata/mesh.hpp"
 #include "strata/sharding.hpp"

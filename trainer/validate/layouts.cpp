@@ -17,7 +17,7 @@ int numbered(const std::string& token, const std::string& prefix) {
 
 }  // namespace
 
-TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks) {
+TrainOptions layout_from_name(const std::string& name, const TrainOptions& base, int ranks) {
   TrainOptions o = base;
   o.tp = o.pp = o.ep = o.cp = 1, o.sp = false, o.stage = 0, o.virtual_stages = 1;
   o.cp_comm = CpComm::p2p;
@@ -59,6 +59,11 @@ TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int
     throw std::invalid_argument("layout '" + name +
                                 "': tp*cp*ep*pp*dp = " + std::to_string(dp * split) +
                                 " but there are " + std::to_string(ranks) + " ranks");
+  return o;
+}
+
+TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks) {
+  TrainOptions o = layout_from_name(name, base, ranks);
   // cp ranks read the same sequences: they take more micro-batches, as tp and pp ranks do.
   o.micro_batches = base.micro_batches * o.tp * o.cp * o.pp;
   try {

@@ -17,6 +17,9 @@ namespace gpt {
 /// recompute; "dp" alone is plain data parallelism. Everything else comes from `base`. Throws
 /// std::invalid_argument naming the token or the check that failed.
 TrainOptions parse_layout(const std::string& name, const TrainOptions& base, int ranks);
+/// The same tokens, checked only against the ranks: base's micro-batches kept as they are, and
+/// check_layout left to the caller (strata-plan).
+TrainOptions layout_from_name(const std::string& name, const TrainOptions& base, int ranks);
 
 /// The layouts of a validate run: `names` (comma-separated) parsed, or when empty every layout
 /// `ranks` allow: DP and ZeRO-1/2/3; each tp (with and without sp); each pp under each schedule;

@@ -1,0 +1,34 @@
+// strata::estimate_cost: the choice and the cost model of src/algorithms on a group described by
+// its shape instead of measured at creation (include/strata/cost.hpp).
+#include "algorithms/registry.hpp"
+#include "strata/cost.hpp"
+
+namespace strata {
+
+CostEstimate estimate_cost(std::string_view collective, const GroupShape& g, size_t bytes) {
+  const ErrorContext where{.op = "estimate_cost"};
+  if (g.ranks < 1 || g.nodes < 1 || g.nodes > g.ranks) {
+    throw Error(ErrorCode::invalid_argument, where,
+                "a group of " + std::to_string(g.ranks) + " ranks on " + std::to_string(g.nodes) +
+                    " nodes (needs 1 <= nodes <= ranks)");
+  }
+  for (size_t i = 0; i < algo::kCollectives; ++i) {
+    const auto c = algo::Collective(i);
+    if (algo::collective_name(c) != collective) continue;
+    algo::GroupView v;
+    v.n = g.ranks;
+    v.nodes = g.nodes;
+    v.smallest = g.ranks / g.nodes;
+    v.largest = (g.ranks + g.nodes - 1) / g.nodes;
+    v.shm = g.nodes == 1 && g.shared_memory;
+    v.node_segments = g.shared_memory;
+    v.intra = g.intra;
+    v.inter = g.inter;
+    const algo::Choice choice = algo::choose(c, v, bytes);
+    return {std::string(choice.algo->name), choice.algo->cost(v, bytes)};
+  }
+  throw Error(ErrorCode::invalid_argument, where,
+              "unknown collective '" + std::string(collective) + "'");
+}
+
+}  // namespace strata

@@ -1,0 +1,134 @@
+// strata-plan: which layout for this model on this cluster (docs/planner.md). Exit 0 when some
+// layout fits, 1 when none does (saying what is short by how much), 2 on bad input.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "plan.hpp"
+#include "report.hpp"
+
+namespace {
+
+const char* kUsage = R"(usage: strata-plan [options]
+
+model (default: --model small):
+  --model NAME        tiny, small (the trainer's), gpt2, 7b, 70b, 175b, moe (8 experts, top-2)
+  --layers L  --hidden C  --heads H  --seq T  --vocab V  --experts E  --top-k K
+                      override the preset's sizes
+cluster (default: --cluster live):
+  --cluster C         NxG (N nodes of G devices, e.g. 128x8), live (this machine), or a
+                      topology file (hwloc XML, NCCL XML, strata-topo dump) times --nodes
+  --device D          h100, a100 or cpu for NxG (default h100)
+  --nodes N           nodes of a topology file or of live (default 1)
+  --gpu-memory GB     memory per device (default: the device's)
+  --flops TF          sustained TFLOP/s per device (default: the device's peak x 0.5, or
+                      measured on live and cpu)
+  --intra-gbs X  --inter-gbs X  --inter-latency-us X
+                      the links within and between nodes (default: the device's)
+training:
+  --batch B           global batch in sequences (default 32)
+  --precision P       fp32 (the trainer's) or bf16-mixed (default fp32)
+  --layout L          evaluate this layout only, in validate's spelling plus mN (micro-batches),
+                      e.g. tp8.sp.pp16.dp8.zero1.m64.recompute
+output:
+  --top N             layouts shown (default 10)
+  --json FILE         every candidate with every term ('-': standard output)
+)";
+
+[[noreturn]] void bad(const std::string& why) {
+  std::fprintf(stderr, "strata-plan: %s\n", why.c_str());
+  std::exit(2);
+}
+
+double number(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size() && x > 0) return x;
+  } catch (const std::exception&) {
+  }
+  bad(flag + " '" + v + "': expected a positive number");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> a{
+      {"--model", "small"}, {"--cluster", "live"},   {"--device", "h100"}, {"--nodes", "1"},
+      {"--batch", "32"},    {"--precision", "fp32"}, {"--top", "10"}};
+  const std::map<std::string, bool> known{
+      {"--model", 1},   {"--layers", 1},    {"--hidden", 1},    {"--heads", 1},
+      {"--seq", 1},     {"--vocab", 1},     {"--experts", 1},   {"--top-k", 1},
+      {"--cluster", 1}, {"--device", 1},    {"--nodes", 1},     {"--gpu-memory", 1},
+      {"--flops", 1},   {"--intra-gbs", 1}, {"--inter-gbs", 1}, {"--inter-latency-us", 1},
+      {"--batch", 1},   {"--precision", 1}, {"--layout", 1},    {"--top", 1},
+      {"--json", 1}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    if (f == "-h" || f == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (!known.count(f)) bad("unknown option '" + f + "' (--help lists them)");
+    if (i + 1 >= argc) bad(f + " needs a value");
+    a[f] = argv[++i];
+  }
+  try {
+    plan::Request r;
+    r.precision = plan::precision_from_name(a["--precision"]);
+    r.model = plan::model_preset(a["--model"]);
+    gpt::Config& c = r.model.config;
+    const std::pair<const char*, int*> sizes[] = {
+        {"--layers", &c.layers}, {"--hidden", &c.embd}, {"--heads", &c.heads},
+        {"--seq", &c.ctx},       {"--vocab", &c.vocab}, {"--experts", &c.experts},
+        {"--top-k", &c.top_k}};
+    for (const auto& [flag, field] : sizes) {
+      if (a.count(flag)) *field = int(number(flag, a[flag])), r.model.name = "custom";
+    }
+    c.num_params();  // the model's own checks (heads dividing the width, ...)
+    const int nodes = int(number("--nodes", a["--nodes"]));
+    const std::string& cl = a["--cluster"];
+    if (cl == "live") {
+      r.cluster = plan::live_cluster(nodes);
+    } else if (std::ifstream(cl)) {
+      r.cluster = plan::cluster_from_file(cl, nodes, a["--device"], r.precision);
+    } else {  // NxG, or an error naming the three forms
+      r.cluster = plan::cluster_of(cl, a["--device"], r.precision);
+    }
+    if (a.count("--gpu-memory"))
+      r.cluster.memory_bytes = number("--gpu-memory", a["--gpu-memory"]) * 1e9;
+    if (a.count("--flops")) {
+      r.cluster.flops = number("--flops", a["--flops"]) * 1e12;
+      r.cluster.flops_source = "given";
+    }
+    if (a.count("--intra-gbs"))
+      r.cluster.intra.bandwidth_gbs = number("--intra-gbs", a["--intra-gbs"]);
+    if (a.count("--inter-gbs"))
+      r.cluster.inter.bandwidth_gbs = number("--inter-gbs", a["--inter-gbs"]);
+    if (a.count("--inter-latency-us")) {
+      r.cluster.inter.latency_us = number("--inter-latency-us", a["--inter-latency-us"]);
+    }
+    r.batch = int(number("--batch", a["--batch"]));
+    r.layout = a.count("--layout") ? a["--layout"] : "";
+    const auto ranked = plan::plan(r);
+    std::fputs(plan::table(r, ranked, int(number("--top", a["--top"]))).c_str(), stdout);
+    if (a.count("--json")) {
+      const std::string j = plan::json(r, ranked);
+      if (a["--json"] == "-") {
+        std::fputs(j.c_str(), stdout);
+      } else if (!(std::ofstream(a["--json"]) << j)) {
+        bad("--json '" + a["--json"] + "': cannot write");
+      }
+    }
+    const bool fits = !ranked.empty() && ranked.front().refusal.empty();
+    return fits ? 0 : 1;
+  } catch (const std::invalid_argument& e) {
+    bad(e.what());
+  } catch (const std::exception& e) {  // strata::Error: a topology file that does not parse
+    bad(e.what());
+  }
+}
