@@ -189,9 +189,10 @@ ClusterSpec cluster_from_file(const std::string& path, int nodes, const std::str
   if (nic >= 0 && node.devices[size_t(nic)].rate_gbps > 0) {
     c.inter.bandwidth_gbs = node.devices[size_t(nic)].rate_gbps / 8;
   }
-  c.description = path + " (" + std::to_string(gpus.size()) + " " +
-                  (model.empty() ? "GPUs" : model) + ") x " + std::to_string(nodes) +
-                  (known ? "" : ", with " + kind + " memory and compute (--device, --gpu-memory, --flops)");
+  c.description =
+      path + " (" + std::to_string(gpus.size()) + " " + (model.empty() ? "GPUs" : model) + ") x " +
+      std::to_string(nodes) +
+      (known ? "" : ", with " + kind + " memory and compute (--device, --gpu-memory, --flops)");
   return c;
 }
 

@@ -2,12 +2,14 @@
 // layout fits, 1 when none does (saying what is short by how much), 2 on bad input.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <stdexcept>
 #include <string>
 
+#include "check.hpp"
 #include "plan.hpp"
 #include "report.hpp"
 
@@ -37,6 +39,16 @@ training:
 output:
   --top N             layouts shown (default 10)
   --json FILE         every candidate with every term ('-': standard output)
+checking (models strata-gpt trains: vocabulary 65):
+  --check N           run the N best layouts and the predicted slowest with strata-gpt, and
+                      print predicted against measured, term by term
+  --calibrate FILE    with --check: refit the compute rate and the links from the runs, write
+                      them to FILE, and print the runs against the refitted prediction
+  --calibration FILE  plan with a calibration's figures
+  --launcher CMD      how to start a run; {ranks} is the world size (default: strata-run -n
+                      {ranks}; for emulated nodes: tools/strata-cluster --nodes N ... --)
+  --steps S           steps per run (default 6; the median after the first counts)
+  --workdir DIR       the runs' JSON and logs (default strata-plan-check)
 )";
 
 [[noreturn]] void bad(const std::string& why) {
@@ -54,6 +66,46 @@ double number(const std::string& flag, const std::string& v) {
   bad(flag + " '" + v + "': expected a positive number");
 }
 
+// --check: the best layouts and the slowest that fits, run; --calibrate: refitted and saved.
+void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
+           std::map<std::string, std::string>& a, const std::string& self) {
+  const std::string bin = self.substr(0, self.rfind('/') + 1);
+  plan::Runner how;
+  how.gpt = bin + "strata-gpt";
+  how.launcher = a.count("--launcher") ? a["--launcher"] : bin + "strata-run -n {ranks}";
+  how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
+  how.steps = a.count("--steps") ? int(number("--steps", a["--steps"])) : 6;
+  std::filesystem::create_directories(how.workdir);
+  std::vector<plan::Candidate> ran;
+  const size_t n = size_t(number("--check", a["--check"]));
+  for (const plan::Candidate& c : ranked) {
+    if (c.refusal.empty() && ran.size() < n) ran.push_back(c);
+  }
+  for (auto it = ranked.rbegin(); it != ranked.rend(); ++it) {
+    if (it->refusal.empty()) {
+      if (it->name != ran.back().name) ran.push_back(*it);  // the control
+      break;
+    }
+  }
+  std::vector<plan::Measured> measured;
+  for (const plan::Candidate& c : ran) {
+    std::fprintf(stderr, "strata-plan: running %s\n", c.name.c_str());
+    measured.push_back(plan::run_layout(r, c, how));
+  }
+  std::printf("\npredicted against measured (%d steps each, the median after the first):\n%s",
+              how.steps, plan::check_table(ran, measured).c_str());
+  if (!a.count("--calibrate")) return;
+  const plan::Calibration k = plan::fit(r, ran, measured);
+  plan::save(k, a["--calibrate"]);
+  plan::apply(k, r.cluster);
+  for (plan::Candidate& c : ran) c.estimate = plan::estimate(c.layout, r.cluster, r.precision);
+  std::printf(
+      "\ncalibrated (%s: %.3g TFLOP/s, node %.3g GB/s %.3g us, network %.3g GB/s %.3g "
+      "us):\n%s",
+      a["--calibrate"].c_str(), k.flops / 1e12, k.intra_gbs, k.intra_us, k.inter_gbs, k.inter_us,
+      plan::check_table(ran, measured).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,12 +113,13 @@ int main(int argc, char** argv) {
       {"--model", "small"}, {"--cluster", "live"},   {"--device", "h100"}, {"--nodes", "1"},
       {"--batch", "32"},    {"--precision", "fp32"}, {"--top", "10"}};
   const std::map<std::string, bool> known{
-      {"--model", 1},   {"--layers", 1},    {"--hidden", 1},    {"--heads", 1},
-      {"--seq", 1},     {"--vocab", 1},     {"--experts", 1},   {"--top-k", 1},
-      {"--cluster", 1}, {"--device", 1},    {"--nodes", 1},     {"--gpu-memory", 1},
-      {"--flops", 1},   {"--intra-gbs", 1}, {"--inter-gbs", 1}, {"--inter-latency-us", 1},
-      {"--batch", 1},   {"--precision", 1}, {"--layout", 1},    {"--top", 1},
-      {"--json", 1}};
+      {"--model", 1},    {"--layers", 1},    {"--hidden", 1},    {"--heads", 1},
+      {"--seq", 1},      {"--vocab", 1},     {"--experts", 1},   {"--top-k", 1},
+      {"--cluster", 1},  {"--device", 1},    {"--nodes", 1},     {"--gpu-memory", 1},
+      {"--flops", 1},    {"--intra-gbs", 1}, {"--inter-gbs", 1}, {"--inter-latency-us", 1},
+      {"--batch", 1},    {"--precision", 1}, {"--layout", 1},    {"--top", 1},
+      {"--json", 1},     {"--check", 1},     {"--calibrate", 1}, {"--calibration", 1},
+      {"--launcher", 1}, {"--steps", 1},     {"--workdir", 1}};
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") {
@@ -112,6 +165,7 @@ int main(int argc, char** argv) {
     if (a.count("--inter-latency-us")) {
       r.cluster.inter.latency_us = number("--inter-latency-us", a["--inter-latency-us"]);
     }
+    if (a.count("--calibration")) plan::apply(plan::load(a["--calibration"]), r.cluster);
     r.batch = int(number("--batch", a["--batch"]));
     r.layout = a.count("--layout") ? a["--layout"] : "";
     const auto ranked = plan::plan(r);
@@ -125,6 +179,7 @@ int main(int argc, char** argv) {
       }
     }
     const bool fits = !ranked.empty() && ranked.front().refusal.empty();
+    if (a.count("--check") && fits) check(r, ranked, a, argv[0]);
     return fits ? 0 : 1;
   } catch (const std::invalid_argument& e) {
     bad(e.what());

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <stdexcept>
 
+#include "check.hpp"
 #include "plan.hpp"
 #include "strata/cost.hpp"
 #include "strata/error.hpp"
@@ -185,4 +187,27 @@ TEST(EstimateCost, NamesTheChoiceAndRefusesUnknownCollectives) {
   EXPECT_THROW(strata::estimate_cost("all_reduse", one_node, 8), strata::Error);
   two.nodes = 5;
   EXPECT_THROW(strata::estimate_cost("all_reduce", two, 8), strata::Error);
+}
+
+// A calibration file round-trips, and one that does not parse is named with its line.
+TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
+  const std::string path = testing::TempDir() + "/calibration.txt";
+  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12};
+  plan::save(k, path);
+  const plan::Calibration back = plan::load(path);
+  EXPECT_EQ(back.flops, k.flops);
+  EXPECT_EQ(back.intra_gbs, k.intra_gbs);
+  EXPECT_EQ(back.inter_us, k.inter_us);
+  plan::ClusterSpec c = plan::cluster_of("2x8", "h100", Precision::bf16_mixed);
+  plan::apply(back, c);
+  EXPECT_EQ(c.flops, 1.5e11);
+  EXPECT_EQ(c.inter.bandwidth_gbs, 2.5);
+  { std::ofstream(path) << "flops = 1e12\nintra_gbs = fast\n"; }
+  try {
+    plan::load(path);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2: 'intra_gbs = fast'"), std::string::npos)
+        << e.what();
+  }
 }

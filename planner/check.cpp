@@ -1,0 +1,227 @@
+#include "check.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace plan {
+namespace {
+
+const char* const kAxes[5] = {"tp", "pp", "dp", "ep", "cp"};
+
+const Time::Axis& axis(const Time& t, int k) {
+  const Time::Axis* all[5] = {&t.tp, &t.pp, &t.dp, &t.ep, &t.cp};
+  return *all[k];
+}
+
+// The number after the next `"key": ` at or after `at` (moving `at` past it); NaN when absent
+// before `end`.
+double number_after(const std::string& s, size_t& at, const std::string& key, size_t end) {
+  const size_t k = s.find("\"" + key + "\": ", at);
+  if (k == std::string::npos || k >= end) return std::nan("");
+  at = k + key.size() + 4;
+  return std::strtod(s.c_str() + at, nullptr);
+}
+
+std::string flags(const Request& r, const gpt::TrainOptions& o, const std::string& json,
+                  int steps) {
+  const gpt::Config& c = o.model;
+  std::ostringstream f;
+  f << " train --config small --layers " << c.layers << " --heads " << c.heads << " --embd "
+    << c.embd << " --ctx " << c.ctx;
+  if (c.experts > 0) {
+    f << " --experts " << c.experts << " --top-k " << c.top_k << " --moe-every " << c.moe_every;
+  }
+  f << " --tp " << o.tp << " --pp " << o.pp << " --ep " << o.ep << " --cp " << o.cp << " --cp-comm "
+    << (o.cp_comm == gpt::CpComm::a2a ? "a2a" : "p2p") << (o.sp ? " --sp" : "") << " --schedule "
+    << gpt::pp::schedule_name(o.schedule) << " --virtual-stages " << o.virtual_stages << " --stage "
+    << o.stage << (o.recompute ? " --recompute" : "") << " --micro-batches " << o.micro_batches
+    << " --batch " << r.batch << " --steps " << steps << " --eval-every 0 --json " << json;
+  return f.str();
+}
+
+}  // namespace
+
+Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
+  Measured m;
+  if (r.model.config.vocab != 65) {
+    m.error = "strata-gpt trains the bundled corpus (vocabulary 65), not " +
+              std::to_string(r.model.config.vocab);
+    return m;
+  }
+  std::string launcher = how.launcher;
+  const size_t at = launcher.find("{ranks}");
+  if (at != std::string::npos) launcher.replace(at, 7, std::to_string(r.cluster.devices()));
+  const std::string base = how.workdir + "/" + c.name;
+  const std::string cmd = launcher + " " + how.gpt + flags(r, c.layout, base + ".json", how.steps) +
+                          " > " + base + ".log 2>&1";
+  std::remove((base + ".json").c_str());
+  const int status = std::system(cmd.c_str());
+  if (status != 0) {
+    m.error = "exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (" + base +
+              ".log)";
+    return m;
+  }
+  std::ifstream in(base + ".json");
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  const size_t all = s.size();
+  m.params = number_after(s, pos, "param_bytes", all);
+  m.grads = number_after(s, pos, "grad_bytes", all);
+  m.optimizer = number_after(s, pos, "optimizer_bytes", all);
+  m.activations = number_after(s, pos, "activation_bytes", all);
+  // Every step after the first (its allocations and first contacts), by step time.
+  struct Step {
+    double seconds, bubble, comm[5], exposed[5];
+  };
+  std::vector<Step> steps;
+  for (size_t k = s.find("{\"step\": ", pos); k != std::string::npos;
+       k = s.find("{\"step\": ", k + 1)) {
+    const size_t end = std::min(s.find("{\"step\": ", k + 1), all);
+    size_t p = k;
+    Step st{};
+    st.seconds = number_after(s, p, "seconds", end);
+    st.bubble = number_after(s, p, "bubble", end);
+    for (int a = 0; a < 5; ++a) {
+      size_t q = s.find("\"" + std::string(kAxes[a]) + "\": {\"comm", k);
+      st.comm[a] = number_after(s, q, "comm_seconds", end);
+      st.exposed[a] = number_after(s, q, "exposed_seconds", end);
+    }
+    steps.push_back(st);
+  }
+  if (steps.size() < 2 || std::isnan(m.params)) {
+    m.error = "no step figures in " + base + ".json";
+    return m;
+  }
+  steps.erase(steps.begin());
+  std::sort(steps.begin(), steps.end(),
+            [](const Step& a, const Step& b) { return a.seconds < b.seconds; });
+  const Step& median = steps[steps.size() / 2];
+  m.step = median.seconds;
+  m.bubble = std::isnan(median.bubble) ? 0 : median.bubble * median.seconds;
+  for (int a = 0; a < 5; ++a) {
+    m.comm[a] = std::isnan(median.comm[a]) ? 0 : median.comm[a];
+    m.exposed[a] = std::isnan(median.exposed[a]) ? 0 : median.exposed[a];
+  }
+  return m;
+}
+
+Calibration fit(const Request& r, const std::vector<Candidate>& ran,
+                const std::vector<Measured>& measured) {
+  // Compute: predicted (computation + bubble) x f against measured (step - exposed).
+  double pm = 0, pp = 0;
+  // Links: each axis's predicted communication against its measured, within a node and across.
+  double intra_pred = 0, intra_meas = 0, inter_pred = 0, inter_meas = 0;
+  for (size_t i = 0; i < ran.size(); ++i) {
+    const Measured& m = measured[i];
+    if (!m.error.empty()) continue;
+    const Time& t = ran[i].estimate.time;
+    double exposed = 0;
+    for (int a = 0; a < 5; ++a) exposed += m.exposed[a];
+    const double p = t.compute + t.bubble, w = m.step - exposed;
+    pm += p * w, pp += p * p;
+    const bool across = r.cluster.nodes > 1;  // every axis but tp crosses nodes there
+    for (int a = 0; a < 5; ++a) {
+      const double pred = axis(t, a).comm, meas = m.comm[a];
+      if (pred <= 0 || meas <= 0) continue;
+      const bool inter = across && a != 0;
+      (inter ? inter_pred : intra_pred) += pred;
+      (inter ? inter_meas : intra_meas) += meas;
+    }
+  }
+  if (pp == 0) throw std::runtime_error("no run measured anything to calibrate from");
+  Calibration k;
+  k.flops = r.cluster.flops * pp / pm;  // times scale as 1 / rate
+  const double si = intra_pred > 0 ? intra_meas / intra_pred : 1;
+  const double sx = inter_pred > 0 ? inter_meas / inter_pred : 1;
+  k.intra_gbs = r.cluster.intra.bandwidth_gbs / si, k.intra_us = r.cluster.intra.latency_us * si;
+  k.inter_gbs = r.cluster.inter.bandwidth_gbs / sx, k.inter_us = r.cluster.inter.latency_us * sx;
+  return k;
+}
+
+void apply(const Calibration& k, ClusterSpec& c) {
+  c.flops = k.flops;
+  c.flops_source = "calibrated";
+  c.intra.bandwidth_gbs = k.intra_gbs, c.intra.latency_us = k.intra_us;
+  c.inter.bandwidth_gbs = k.inter_gbs, c.inter.latency_us = k.inter_us;
+}
+
+void save(const Calibration& k, const std::string& path) {
+  std::ofstream f(path);
+  f.precision(9);
+  f << "# strata-plan --calibrate: sustained FLOP/s per device; links in GB/s and us\n"
+    << "flops = " << k.flops << "\nintra_gbs = " << k.intra_gbs << "\nintra_us = " << k.intra_us
+    << "\ninter_gbs = " << k.inter_gbs << "\ninter_us = " << k.inter_us << "\n";
+  if (!f) throw std::invalid_argument("--calibrate '" + path + "': cannot write");
+}
+
+Calibration load(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::invalid_argument("--calibration '" + path + "': cannot read");
+  Calibration k;
+  std::pair<const char*, double*> keys[] = {{"flops", &k.flops},
+                                            {"intra_gbs", &k.intra_gbs},
+                                            {"intra_us", &k.intra_us},
+                                            {"inter_gbs", &k.inter_gbs},
+                                            {"inter_us", &k.inter_us}};
+  int line_no = 0, found = 0;
+  for (std::string line; std::getline(f, line);) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    char key[32];
+    double v = 0;
+    bool known = false;
+    if (std::sscanf(line.c_str(), "%31s = %lf", key, &v) == 2 && v > 0) {
+      for (auto& [name, field] : keys) {
+        if (std::string(key) == name) *field = v, known = true, ++found;
+      }
+    }
+    if (!known) {
+      throw std::invalid_argument("--calibration '" + path + "' line " + std::to_string(line_no) +
+                                  ": '" + line + "' (expected key = positive number)");
+    }
+  }
+  if (found != 5) {
+    throw std::invalid_argument("--calibration '" + path +
+                                "': needs flops, intra_gbs, intra_us, "
+                                "inter_gbs and inter_us");
+  }
+  return k;
+}
+
+std::string check_table(const std::vector<Candidate>& ran, const std::vector<Measured>& measured) {
+  std::ostringstream o;
+  char line[400];
+  std::snprintf(line, sizeof line, "%-48s %21s %8s %19s %19s %19s %21s\n", "layout",
+                "step ms pred / meas", "error", "work ms", "exposed ms", "bubble ms",
+                "activations MB");
+  o << line;
+  for (size_t i = 0; i < ran.size(); ++i) {
+    const Candidate& c = ran[i];
+    const Measured& m = measured[i];
+    if (!m.error.empty()) {
+      o << c.name << ": " << m.error << "\n";
+      continue;
+    }
+    const Time& t = c.estimate.time;
+    double exposed = 0, pred_exposed = t.step() - t.compute - t.bubble;
+    for (int a = 0; a < 5; ++a) exposed += m.exposed[a];
+    std::snprintf(line, sizeof line,
+                  "%-48s %9.1f / %9.1f %+7.0f%% %8.1f / %8.1f %8.1f / %8.1f %8.1f / %8.1f "
+                  "%9.1f / %9.1f\n",
+                  c.name.c_str(), t.step() * 1e3, m.step * 1e3, (t.step() - m.step) / m.step * 100,
+                  (t.compute + t.bubble) * 1e3, (m.step - exposed) * 1e3, pred_exposed * 1e3,
+                  exposed * 1e3, t.bubble * 1e3, m.bubble * 1e3,
+                  c.estimate.memory.activations / 1e6, m.activations / 1e6);
+    o << line;
+  }
+  return o.str();
+}
+
+}  // namespace plan

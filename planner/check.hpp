@@ -1,0 +1,51 @@
+// strata-plan --check and --calibrate: the predicted layouts run for real with strata-gpt, the
+// prediction set beside the measurement term by term, and the compute rate and the links refitted
+// from the runs into a file the next plan reads (docs/planner.md, "Checking a plan").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace plan {
+
+/// What one strata-gpt run measured: the median step after the first, each axis's comm and
+/// exposed seconds (tp, pp, dp, ep, cp) of that step, and rank 0's memory.
+struct Measured {
+  double step = 0, bubble = 0;
+  double comm[5] = {}, exposed[5] = {};
+  double params = 0, grads = 0, optimizer = 0, activations = 0;
+  std::string error;  ///< why the run gave nothing (its exit, a missing figure); empty when it did
+};
+
+/// How to run a layout: strata-gpt's path, the launcher ("{ranks}" becomes the world size; the
+/// command follows it), steps per run, and a folder for the runs' JSON and logs.
+struct Runner {
+  std::string gpt, launcher, workdir;
+  int steps = 6;
+};
+
+/// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus).
+Measured run_layout(const Request& r, const Candidate& c, const Runner& how);
+
+/// The figures a calibration replaces: the sustained compute rate and each link's speed.
+struct Calibration {
+  double flops = 0;
+  double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
+};
+/// The rate that makes the predicted computation and bubble match the measured step less its
+/// exposed communication (least squares over the runs), and the links scaled so that each axis's
+/// predicted communication matches the measured total, within the node and across nodes apart.
+Calibration fit(const Request& r, const std::vector<Candidate>& ran,
+                const std::vector<Measured>& measured);
+/// `cluster` with the calibration's figures.
+void apply(const Calibration& k, ClusterSpec& cluster);
+/// key = value lines; load throws std::invalid_argument naming the file and the line.
+void save(const Calibration& k, const std::string& path);
+Calibration load(const std::string& path);
+
+/// Predicted against measured, term by term, with the error of each.
+std::string check_table(const std::vector<Candidate>& ran, const std::vector<Measured>& measured);
+
+}  // namespace plan
