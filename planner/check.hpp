@@ -34,9 +34,9 @@ struct Calibration {
   double flops = 0;
   double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
 };
-/// The rate that makes the predicted computation and bubble match the measured step less its
-/// exposed communication (least squares over the runs), and the links scaled so that each axis's
-/// predicted communication matches the measured total, within the node and across nodes apart.
+/// The compute rate and the links' bandwidths and latencies (the network's only across nodes)
+/// that bring the predicted step times closest to the measured (least squares of the relative
+/// errors, coordinate descent over factors of 1/100 to 100).
 Calibration fit(const Request& r, const std::vector<Candidate>& ran,
                 const std::vector<Measured>& measured);
 /// `cluster` with the calibration's figures.

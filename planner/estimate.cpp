@@ -217,9 +217,9 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   }
   // DP (over cp x dp, as the engine): gradients reduced behind the last micro-batch's backward
   // (ZeRO 0-2), parameters gathered behind the next step's first forward (1-2). ZeRO-3 holds no
-  // whole unit between passes: every micro-batch's every pass gathers each unit again and each
-  // backward reduce-scatters its gradients, behind the computation with prefetch. Under ep the
-  // dense gradients' average joins it.
+  // whole unit between passes: every micro-batch's every pass gathers each unit again, behind
+  // the computation with prefetch; the last micro-batch's backward reduce-scatters the
+  // accumulated gradients. Under ep the dense gradients' average joins it.
   const int dp = ranks / (o.tp * o.ep * o.pp);
   const strata::GroupShape g = shape(c, dp, o.tp);
   const gpt::Memory mem = gpt::memory_formula(o, ranks, r.stage);
@@ -229,7 +229,7 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const double gather = o.stage >= 1 ? cost(c.host, "all_gather", g, grads) : 0;
   const double average =
       cost(c.host, "all_reduce", shape(c, o.ep, o.tp * o.cp), double(mem.dense) * e);
-  t.dp.comm = (o.stage == 3 ? m * (passes * gather + reduce) : reduce + gather) + average;
+  t.dp.comm = (o.stage == 3 ? m * passes * gather + reduce : reduce + gather) + average;
   const double backward = stage_work * 2 / 3 / m, forward = stage_work / 3 / m;
   if (o.stage < 3) {
     t.dp.exposed = std::max(0.0, reduce + average - backward) + std::max(0.0, gather - forward);

@@ -150,6 +150,12 @@ ClusterSpec cluster_of(const std::string& nxg, const std::string& device, Precis
   }
   if (device == "cpu") {
     ClusterSpec c = host_cluster(nodes);
+    // More ranks than this machine's cores share them (emulated nodes run on one machine).
+    if (per_node > c.per_node) {
+      c.flops_source += ", " + std::to_string(per_node) + " ranks sharing " +
+                        std::to_string(c.per_node) + " cores";
+      c.flops *= double(c.per_node) / per_node;
+    }
     c.per_node = per_node;
     c.description = std::to_string(nodes) + " x " + std::to_string(per_node) + " cpu";
     return c;

@@ -1,5 +1,6 @@
 // strata-plan: which layout for this model on this cluster (docs/planner.md). Exit 0 when some
 // layout fits, 1 when none does (saying what is short by how much), 2 on bad input.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -40,8 +41,9 @@ output:
   --top N             layouts shown (default 10)
   --json FILE         every candidate with every term ('-': standard output)
 checking (models strata-gpt trains: vocabulary 65):
-  --check N           run the N best layouts and the predicted slowest with strata-gpt, and
-                      print predicted against measured, term by term
+  --check N           run the best layout of each of the N best mesh shapes (tp, cp, ep, pp)
+                      and the predicted slowest with strata-gpt, and print predicted against
+                      measured, term by term
   --calibrate FILE    with --check: refit the compute rate and the links from the runs, write
                       them to FILE, and print the runs against the refitted prediction
   --calibration FILE  plan with a calibration's figures
@@ -78,8 +80,16 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   std::filesystem::create_directories(how.workdir);
   std::vector<plan::Candidate> ran;
   const size_t n = size_t(number("--check", a["--check"]));
+  // The best of each mesh shape (tp, cp, ep, pp), best shapes first: runs that differ in what
+  // they communicate tell a calibration more than ZeRO stages and micro-batches of one shape.
   for (const plan::Candidate& c : ranked) {
-    if (c.refusal.empty() && ran.size() < n) ran.push_back(c);
+    const auto same_shape = [&](const plan::Candidate& d) {
+      const gpt::TrainOptions &x = c.layout, &y = d.layout;
+      return x.tp == y.tp && x.cp == y.cp && x.ep == y.ep && x.pp == y.pp;
+    };
+    if (c.refusal.empty() && ran.size() < n && std::none_of(ran.begin(), ran.end(), same_shape)) {
+      ran.push_back(c);
+    }
   }
   for (auto it = ranked.rbegin(); it != ranked.rend(); ++it) {
     if (it->refusal.empty()) {
