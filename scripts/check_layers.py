@@ -57,6 +57,7 @@ CONSUMERS = {
     "bindings/python": [],
     "bindings/torch": [],
     "trainer": [],
+    "planner": ["model", "parallel", "train", "validate"],  # the trainer's formulas and checks
     "tools": [],
     "consumers": [],  # the umbrella header, strata/strata.hpp
 }
@@ -98,7 +99,7 @@ def check(repo):
     library = read_layers(repo)
     errors = []
     files = 0
-    for top in ("src", "include", "bindings", "trainer", "tools"):
+    for top in ("src", "include", "bindings", "trainer", "planner", "tools"):
         for pattern in SOURCES:
             for path in sorted((repo / top).rglob(pattern)):
                 rel = path.relative_to(repo)
