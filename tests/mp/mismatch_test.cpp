@@ -7,6 +7,7 @@
 // mp_check_* tests set STRATA_CHECK=1, the full exchange.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -136,6 +137,30 @@ TEST_F(Mismatch, ZeroCountAgainstNonEmpty) {
   }
 }
 
+// Rank 0 of a fresh group sends rank 1 `sent` elements where every other count, rank 1's
+// expectation included, is `each`; then two barriers (a sender that finished first fails at one
+// of them). Returns the error this rank saw, `out` as the call left it; none: a failure added.
+static std::optional<Error> disagreeing_all_to_allv(size_t each, size_t sent,
+                                                    std::vector<float>& out) {
+  auto& w = mp::world();
+  const int n = w.size();
+  Communicator c = w.split(0, w.rank());
+  std::vector<size_t> sc(n, each), rc(n, each), sd(n), rd(n);
+  if (c.rank() == 0) sc[1] = sent;
+  for (int j = 1; j < n; ++j) sd[j] = sd[j - 1] + sc[j - 1], rd[j] = rd[j - 1] + rc[j - 1];
+  std::vector<float> in(sd[n - 1] + sc[n - 1], 1.0f);
+  out.assign(each * size_t(n), -7.0f);
+  try {
+    c.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
+    c.barrier().wait();
+    c.barrier().wait();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error on rank " << c.rank();
+  return std::nullopt;
+}
+
 // all_to_allv's counts differ by design, but what rank 0 sends rank 1 must be what rank 1 expects
 // from it: one element more, or none where it expects 2, fails every rank (on the network path a
 // sender that finished first at its next call). The shared segment exchanges every rank's counts
@@ -143,37 +168,26 @@ TEST_F(Mismatch, ZeroCountAgainstNonEmpty) {
 // across nodes (its receiver tells the others, who fail at their next call); the pairwise
 // network path names the sizes on the receiver, and the finder elsewhere.
 TEST_F(Mismatch, AllToAllvCountsThatDisagree) {
-  auto& w = mp::world();
-  const int n = w.size();
   for (const size_t sent : {size_t(3), size_t(0)}) {
     SCOPED_TRACE("rank 0 sends rank 1 " + std::to_string(sent) + " elements, it expects 2");
-    Communicator c = w.split(0, w.rank());
-    std::vector<size_t> sc(n, 2), rc(n, 2), sd(n), rd(n);
-    if (c.rank() == 0) sc[1] = sent;
-    for (int j = 1; j < n; ++j) sd[j] = sd[j - 1] + sc[j - 1], rd[j] = rd[j - 1] + rc[j - 1];
-    std::vector<float> in(sd[n - 1] + sc[n - 1], 1.0f), out(2 * size_t(n), -7.0f);
-    try {
-      c.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
-      c.barrier().wait();
-      c.barrier().wait();
-      ADD_FAILURE() << "no error on rank " << c.rank();
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
-      EXPECT_NE(m.find("all_to_allv"), std::string::npos) << m;
-      if (on_shared_memory() || all_to_allv_hierarchical()) {
-        EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(sent) +
-                         " elements to rank 1, which expects 2 from it"),
-                  std::string::npos)
-            << m;
-        continue;
-      }
-      EXPECT_NE(m.find("collective mismatch"), std::string::npos) << m;
-      if (c.rank() == 1) {
-        EXPECT_NE(m.find(sent ? "more than 8 bytes" : "sent 0 bytes"), std::string::npos) << m;
-      } else {
-        EXPECT_NE(m.find("found by rank 1"), std::string::npos) << m;
-      }
+    std::vector<float> out;
+    const std::optional<Error> e = disagreeing_all_to_allv(2, sent, out);
+    if (!e) continue;
+    const std::string m = e->what();
+    EXPECT_EQ(int(e->code()), int(ErrorCode::invalid_argument)) << m;
+    EXPECT_NE(m.find("all_to_allv"), std::string::npos) << m;
+    if (on_shared_memory() || all_to_allv_hierarchical()) {
+      EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(sent) +
+                       " elements to rank 1, which expects 2 from it"),
+                std::string::npos)
+          << m;
+      continue;
+    }
+    EXPECT_NE(m.find("collective mismatch"), std::string::npos) << m;
+    if (mp::world().rank() == 1) {
+      EXPECT_NE(m.find(sent ? "more than 8 bytes" : "sent 0 bytes"), std::string::npos) << m;
+    } else {
+      EXPECT_NE(m.find("found by rank 1"), std::string::npos) << m;
     }
   }
 }
@@ -181,30 +195,22 @@ TEST_F(Mismatch, AllToAllvCountsThatDisagree) {
 // The hierarchical exchange moves a large call's blocks pairwise (its ranks agree on that from
 // the total): a wrong count there is found and named the same way, and the output is untouched.
 TEST_F(Mismatch, AllToAllvLargeCountsThatDisagreeAcrossNodes) {
-  if (!all_to_allv_hierarchical()) GTEST_SKIP() << "needs even nodes of 2 ranks or more";
-  auto& w = mp::world();
-  const int n = w.size();
+  if (!all_to_allv_hierarchical()) {
+    GTEST_SKIP() << "runs where all_to_allv takes the hierarchical exchange: a job across nodes "
+                    "of equal size, 2 ranks or more each (tests/cluster.cmake's cluster_2x2)";
+  }
   const size_t each = size_t(1) << 20;  // 4 MiB per block: the pairwise side of the choice
-  Communicator c = w.split(0, w.rank());
-  std::vector<size_t> sc(n, each), rc(n, each), sd(n), rd(n);
-  if (c.rank() == 0) sc[1] = each + 1;
-  for (int j = 1; j < n; ++j) sd[j] = sd[j - 1] + sc[j - 1], rd[j] = rd[j - 1] + rc[j - 1];
-  std::vector<float> in(sd[n - 1] + sc[n - 1], 1.0f), out(each * size_t(n), -7.0f);
-  try {
-    c.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
-    c.barrier().wait();
-    c.barrier().wait();
-    ADD_FAILURE() << "no error on rank " << c.rank();
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_EQ(int(e.code()), int(ErrorCode::invalid_argument)) << m;
-    EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(each + 1) +
-                     " elements to rank 1, which expects " + std::to_string(each) + " from it"),
-              std::string::npos)
-        << m;
-    if (c.rank() == 1) {
-      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -7.0f; }));
-    }
+  std::vector<float> out;
+  const std::optional<Error> e = disagreeing_all_to_allv(each, each + 1, out);
+  if (!e) return;
+  const std::string m = e->what();
+  EXPECT_EQ(int(e->code()), int(ErrorCode::invalid_argument)) << m;
+  EXPECT_NE(m.find("count mismatch in all_to_allv: rank 0 sends " + std::to_string(each + 1) +
+                   " elements to rank 1, which expects " + std::to_string(each) + " from it"),
+            std::string::npos)
+      << m;
+  if (mp::world().rank() == 1) {
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -7.0f; }));
   }
 }
 
