@@ -41,6 +41,21 @@ std::string flags(const Request& r, const gpt::TrainOptions& o, const std::strin
   return f.str();
 }
 
+// "equal" when every group moved the bytes predicted (to a sum's rounding), else each that did
+// not, with the measured's difference.
+std::string bytes_verdict(const Bytes& b, const Measured& m) {
+  const double predicted[5] = {b.tp, b.pp, b.dp, b.ep, b.cp};
+  std::string r;
+  for (int a = 0; a < 5; ++a) {
+    if (std::abs(m.bytes[a] - predicted[a]) <= 1e-9 * std::max(1.0, predicted[a])) continue;
+    char s[48];
+    std::snprintf(s, sizeof s, "%s%s %+.1f%%", r.empty() ? "" : ", ", kAxes[a],
+                  predicted[a] > 0 ? (m.bytes[a] - predicted[a]) / predicted[a] * 100 : 100.0);
+    r += s;
+  }
+  return r.empty() ? "equal" : r;
+}
+
 }  // namespace
 
 Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
@@ -48,6 +63,10 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   if (r.model.config.vocab != 65) {
     m.error = "strata-gpt trains the bundled corpus (vocabulary 65), not " +
               std::to_string(r.model.config.vocab);
+    return m;
+  }
+  if (r.precision != Precision::fp32) {
+    m.error = "strata-gpt trains in fp32, not " + std::string(precision_name(r.precision));
     return m;
   }
   std::string launcher = how.launcher;
@@ -73,7 +92,7 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   m.activations = number_after(s, pos, "activation_bytes", all);
   // Every step after the first (its allocations and first contacts), by step time.
   struct Step {
-    double seconds, bubble, comm[5], exposed[5];
+    double seconds, bubble, comm[5], exposed[5], bytes[5];
   };
   std::vector<Step> steps;
   for (size_t k = s.find("{\"step\": ", pos); k != std::string::npos;
@@ -82,7 +101,12 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
     size_t p = k;
     Step st{};
     st.seconds = number_after(s, p, "seconds", end);
-    st.bubble = number_after(s, p, "bubble", end);
+    st.bytes[2] = number_after(s, p, "dp_bus_bytes", end);
+    st.bytes[3] = number_after(s, p, "ep_bus_bytes", end);
+    st.bytes[4] = number_after(s, p, "cp_bytes", end);
+    st.bubble = number_after(s, p, "bubble", end);  // stage 0's, with its tp and pp bytes
+    st.bytes[0] = number_after(s, p, "tp_bus_bytes", end);
+    st.bytes[1] = number_after(s, p, "pp_bytes", end);
     for (int a = 0; a < 5; ++a) {
       size_t q = s.find("\"" + std::string(kAxes[a]) + "\": {\"comm", k);
       st.comm[a] = number_after(s, q, "comm_seconds", end);
@@ -103,6 +127,7 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   for (int a = 0; a < 5; ++a) {
     m.comm[a] = std::isnan(median.comm[a]) ? 0 : median.comm[a];
     m.exposed[a] = std::isnan(median.exposed[a]) ? 0 : median.exposed[a];
+    m.bytes[a] = std::isnan(median.bytes[a]) ? 0 : median.bytes[a];
   }
   return m;
 }
@@ -201,9 +226,9 @@ Calibration load(const std::string& path) {
 std::string check_table(const std::vector<Candidate>& ran, const std::vector<Measured>& measured) {
   std::ostringstream o;
   char line[400];
-  std::snprintf(line, sizeof line, "%-48s %21s %8s %19s %19s %19s %21s\n", "layout",
+  std::snprintf(line, sizeof line, "%-48s %21s %8s %19s %19s %19s %21s  %s\n", "layout",
                 "step ms pred / meas", "error", "work ms", "exposed ms", "bubble ms",
-                "activations MB");
+                "activations MB", "bytes per group");
   o << line;
   for (size_t i = 0; i < ran.size(); ++i) {
     const Candidate& c = ran[i];
@@ -217,11 +242,12 @@ std::string check_table(const std::vector<Candidate>& ran, const std::vector<Mea
     for (int a = 0; a < 5; ++a) exposed += m.exposed[a];
     std::snprintf(line, sizeof line,
                   "%-48s %9.1f / %9.1f %+7.0f%% %8.1f / %8.1f %8.1f / %8.1f %8.1f / %8.1f "
-                  "%9.1f / %9.1f\n",
+                  "%9.1f / %9.1f  %s\n",
                   c.name.c_str(), t.step() * 1e3, m.step * 1e3, (t.step() - m.step) / m.step * 100,
                   (t.compute + t.bubble) * 1e3, (m.step - exposed) * 1e3, pred_exposed * 1e3,
                   exposed * 1e3, t.bubble * 1e3, m.bubble * 1e3,
-                  c.estimate.memory.activations / 1e6, m.activations / 1e6);
+                  c.estimate.memory.activations / 1e6, m.activations / 1e6,
+                  bytes_verdict(c.estimate.bytes, m).c_str());
     o << line;
   }
   return o.str();

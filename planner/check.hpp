@@ -11,10 +11,10 @@
 namespace plan {
 
 /// What one strata-gpt run measured: the median step after the first, each axis's comm and
-/// exposed seconds (tp, pp, dp, ep, cp) of that step, and rank 0's memory.
+/// exposed seconds and rank 0's bytes (tp, pp, dp, ep, cp) of that step, and rank 0's memory.
 struct Measured {
   double step = 0, bubble = 0;
-  double comm[5] = {}, exposed[5] = {};
+  double comm[5] = {}, exposed[5] = {}, bytes[5] = {};
   double params = 0, grads = 0, optimizer = 0, activations = 0;
   std::string error;  ///< why the run gave nothing (its exit, a missing figure); empty when it did
 };

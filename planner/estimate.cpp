@@ -5,6 +5,7 @@
 
 #include "parallel/pipeline_schedule.hpp"
 #include "strata/cost.hpp"
+#include "strata/types.hpp"
 #include "validate/layout_formulas.hpp"
 
 namespace plan {
@@ -143,6 +144,24 @@ Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) 
   return r;
 }
 
+Bytes traffic_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) {
+  const gpt::Traffic f = gpt::traffic_formula(o, ranks, stage);
+  Bytes b{f.tp_bus_bytes, f.pp_bytes, f.dp_bus_bytes, f.ep_bus_bytes, f.cp_bytes};
+  if (!f.dp_known) {
+    // ZeRO-3 (the formula has its reduce-scatter and clipping's norms): each micro-batch's
+    // forward and backward read every unit once (recompute reruns a block inside its backward,
+    // on the unit gathered there). The engine gathers somewhat more: its prefetch window
+    // reaches past the units a pass reads (the tied wte's second reading, the embedding's
+    // backward, which reads none).
+    const int dp = ranks / (o.tp * o.ep * o.pp);
+    const double params = 4.0 * double(gpt::memory_formula(o, ranks, stage).params);
+    b.dp += 2.0 * o.micro_batches * strata::gather_bus_bytes(params, dp);
+  }
+  const double scale = element_bytes(p) / 4;  // the formula counts fp32
+  for (double* x : {&b.tp, &b.pp, &b.dp, &b.ep, &b.cp}) *x *= scale;
+  return b;
+}
+
 double step_flops(const gpt::TrainOptions& o, Precision) {
   // Per token, forward: a block 24 h^2 (qkv 6, projection 2, MLP 16; a MoE block's MLP k
   // times, plus its router 2 h E) and 4 s h of attention; the head 2 h V. Backward twice the
@@ -166,6 +185,7 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
     const Memory m = memory_of(o, ranks, stage, p);
     if (stage == 0 || m.total() > r.memory.total()) r.memory = m, r.stage = stage;
   }
+  r.bytes = traffic_of(o, ranks, 0, p);
   const gpt::Config& mc = o.model;
   const double e = element_bytes(p), m = o.micro_batches, b = micro_batch(o, ranks);
   const double rows = double(mc.ctx) / o.cp * b;  // this rank's positions of a micro-batch
@@ -191,14 +211,12 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const double routed = rows / o.tp * mc.top_k * mc.embd * e;
   t.ep.comm = t.ep.exposed =
       moe_per_stage * m * passes * 2 * cost(c.host, "all_to_all", ep, routed);
-  // CP: the ring's keys and values (traffic_formula's bytes) behind each block's attention, or
+  // CP: the ring's keys and values (its bytes above) behind each block's attention, or
   // Ulysses' all-to-alls, blocking.
   if (o.cp > 1) {
     const strata::GroupShape cp = shape(c, o.cp, o.tp);
-    const gpt::Traffic f = gpt::traffic_formula(o, ranks, 0);
-    const double bytes = f.cp_bytes * e / 4;  // the formula counts fp32
     const strata::Link& link = cp.nodes > 1 ? c.inter : c.intra;
-    t.cp.comm = bytes / (link.bandwidth_gbs * 1e9) +
+    t.cp.comm = r.bytes.cp / (link.bandwidth_gbs * 1e9) +
                 per_stage * m * passes * (o.cp - 1) * link.latency_us * 1e-6;
     const double attention = work * (4 * mc.ctx) / (24.0 * mc.embd + 4 * mc.ctx);
     t.cp.exposed = o.cp_comm == gpt::CpComm::p2p ? std::max(0.0, t.cp.comm - attention) : t.cp.comm;
@@ -217,8 +235,9 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   }
   // DP (over cp x dp, as the engine): gradients reduced behind the last micro-batch's backward
   // (ZeRO 0-2), parameters gathered behind the next step's first forward (1-2). ZeRO-3 holds no
-  // whole unit between passes: every micro-batch's every pass gathers each unit again, behind
-  // the computation with prefetch; the last micro-batch's backward reduce-scatters the
+  // whole unit between passes: every micro-batch's forward and backward gather each unit again
+  // (recompute reuses the backward's), behind the computation with prefetch; the last
+  // micro-batch's backward reduce-scatters the
   // accumulated gradients. Under ep the dense gradients' average joins it.
   const int dp = ranks / (o.tp * o.ep * o.pp);
   const strata::GroupShape g = shape(c, dp, o.tp);
@@ -229,7 +248,7 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const double gather = o.stage >= 1 ? cost(c.host, "all_gather", g, grads) : 0;
   const double average =
       cost(c.host, "all_reduce", shape(c, o.ep, o.tp * o.cp), double(mem.dense) * e);
-  t.dp.comm = (o.stage == 3 ? m * passes * gather + reduce : reduce + gather) + average;
+  t.dp.comm = (o.stage == 3 ? m * 2 * gather + reduce : reduce + gather) + average;
   const double backward = stage_work * 2 / 3 / m, forward = stage_work / 3 / m;
   if (o.stage < 3) {
     t.dp.exposed = std::max(0.0, reduce + average - backward) + std::max(0.0, gather - forward);

@@ -20,6 +20,16 @@ Memory model_state(double params, Precision p, int zero, int dp);
 /// Memory of the rank at pipeline stage `stage` of layout `o` on `ranks` devices.
 Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p);
 
+/// Bytes one rank's groups move in one step, each as strata-gpt reports it: the collectives'
+/// in nccl-tests' bus sense (tp, dp, the dense average over ep), the pipeline's and the context
+/// ring's sent. traffic_formula's, which validate holds the trainer to, at the precision's element
+/// size; under ZeRO-3 (no formula) the gathers the passes read, a few units short of the engine's.
+struct Bytes {
+  double tp = 0, pp = 0, dp = 0, ep = 0, cp = 0;
+};
+/// Of the rank at pipeline stage `stage` of layout `o` on `ranks` devices.
+Bytes traffic_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p);
+
 /// Seconds of one optimizer step: the computation, the pipeline's bubble, and each axis's
 /// communication that the step waits for (exposed), with the axis's whole time beside it.
 struct Time {
@@ -38,6 +48,7 @@ double step_flops(const gpt::TrainOptions& o, Precision p);
 struct Estimate {
   Memory memory;  ///< of the stage that needs the most
   int stage = 0;  ///< which stage that is
+  Bytes bytes;    ///< of stage 0, whose first rank strata-gpt's JSON reports
   Time time;
 };
 Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p);

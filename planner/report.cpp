@@ -108,6 +108,9 @@ std::string json(const Request& r, const std::vector<Candidate>& ranked) {
       << ", \"optimizer\": " << m.optimizer << ", \"activations\": " << m.activations
       << ", \"buffers\": " << m.buffers << ", \"total\": " << m.total()
       << "}, \"stage\": " << c.estimate.stage;
+    const Bytes& b = c.estimate.bytes;
+    o << ", \"bytes\": {\"tp\": " << b.tp << ", \"pp\": " << b.pp << ", \"dp\": " << b.dp
+      << ", \"ep\": " << b.ep << ", \"cp\": " << b.cp << "}";
     if (!c.refusal.empty()) {
       std::string why;
       for (char ch : c.refusal) why += ch == '"' ? std::string("\\\"") : std::string(1, ch);
