@@ -80,11 +80,12 @@ std::optional<double> print_round_trip(const char* when) {
 
 std::string json_number(std::optional<double> v) { return v ? std::to_string(*v) : "null"; }
 
-void write_json(const std::string& path, const Options& o, int n, const std::vector<Row>& rows,
-                std::optional<double> round_trip_start, std::optional<double> round_trip_end) {
+void write_json(const std::string& path, const Options& o, int n, int nodes,
+                const std::vector<Row>& rows, std::optional<double> round_trip_start,
+                std::optional<double> round_trip_end) {
   std::ofstream f(path);
   f << "{\"collective\": \"" << coll_name(o.coll) << "\", \"ranks\": " << n
-    << ", \"zipf_skew\": " << o.skew
+    << ", \"nodes\": " << nodes << ", \"zipf_skew\": " << o.skew
     << ", \"core_round_trip_ns\": {\"start\": " << json_number(round_trip_start)
     << ", \"end\": " << json_number(round_trip_end) << "}, \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -142,6 +143,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "strata-perf: -r %d is not a rank (world size %d)\n", o.root, n);
       throw 2;
     }
+    // The nodes the ranks span, for the JSON (strata-plan reads the links from it).
+    const int nodes = o.json.empty() ? 1 : int(strata::JobTopology::gather(comm).nodes.size());
     char host[256] = "?";
     gethostname(host, sizeof host);
     std::vector<std::string> lines(n);
@@ -226,7 +229,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("%s", footer(rows).c_str());
       round_trip_end = print_round_trip(" at end");
-      if (!o.json.empty()) write_json(o.json, o, n, rows, round_trip_start, round_trip_end);
+      if (!o.json.empty()) write_json(o.json, o, n, nodes, rows, round_trip_start, round_trip_end);
       if (!o.plot.empty()) {
         std::string title =
             std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";

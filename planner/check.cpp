@@ -10,19 +10,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "descent.hpp"
+#include "json_scan.hpp"
+
 namespace plan {
 namespace {
 
 const char* const kAxes[5] = {"tp", "pp", "dp", "ep", "cp"};
-
-// The number after the next `"key": ` at or after `at` (moving `at` past it); NaN when absent
-// before `end`.
-double number_after(const std::string& s, size_t& at, const std::string& key, size_t end) {
-  const size_t k = s.find("\"" + key + "\": ", at);
-  if (k == std::string::npos || k >= end) return std::nan("");
-  at = k + key.size() + 4;
-  return std::strtod(s.c_str() + at, nullptr);
-}
 
 std::string flags(const Request& r, const gpt::TrainOptions& o, const std::string& json,
                   int steps) {
@@ -135,8 +129,8 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
 Calibration fit(const Request& r, const std::vector<Candidate>& ran,
                 const std::vector<Measured>& measured) {
   // The figures that make the predicted step times closest to the measured (least squares of
-  // the relative errors): coordinate descent over the compute rate and each link's bandwidth
-  // and latency, each in turn over a factor of 1/100 to 100 of its value, three rounds. Latency
+  // the relative errors), by descent over the compute rate and each link's bandwidth and
+  // latency (the network's only across nodes). Latency
   // stands for everything a message costs whatever its size (on an oversubscribed machine,
   // mostly waiting for the peer to be scheduled).
   std::vector<size_t> ok;
@@ -145,30 +139,18 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
   }
   if (ok.empty()) throw std::runtime_error("no run measured anything to calibrate from");
   ClusterSpec c = r.cluster;
-  auto error = [&](const ClusterSpec& k) {
+  std::vector<double*> figures{&c.flops, &c.intra.bandwidth_gbs, &c.intra.latency_us};
+  if (r.cluster.nodes > 1)
+    figures.insert(figures.end(), {&c.inter.bandwidth_gbs, &c.inter.latency_us});
+  descend(figures, [&] {
     double e = 0;
     for (size_t i : ok) {
-      const double pred = estimate(ran[i].layout, k, r.precision).time.step();
+      const double pred = estimate(ran[i].layout, c, r.precision).time.step();
       const double rel = (pred - measured[i].step) / measured[i].step;
       e += rel * rel;
     }
     return e;
-  };
-  double* knobs[5] = {&c.flops, &c.intra.bandwidth_gbs, &c.intra.latency_us, &c.inter.bandwidth_gbs,
-                      &c.inter.latency_us};
-  const int used = r.cluster.nodes > 1 ? 5 : 3;  // one node: no network to fit
-  for (int round = 0; round < 3; ++round) {
-    for (int k = 0; k < used; ++k) {
-      const double start = *knobs[k];
-      double best = start, best_error = error(c);
-      for (int step = -40; step <= 40; ++step) {
-        *knobs[k] = start * std::pow(10.0, step / 20.0);
-        const double e = error(c);
-        if (e < best_error) best = *knobs[k], best_error = e;
-      }
-      *knobs[k] = best;
-    }
-  }
+  });
   return {c.flops, c.intra.bandwidth_gbs, c.intra.latency_us, c.inter.bandwidth_gbs,
           c.inter.latency_us};
 }

@@ -51,5 +51,10 @@ ClusterSpec live_cluster(int nodes = 1);
 /// the GPU kind the file names (h100, a100), else of `device`.
 ClusterSpec cluster_from_file(const std::string& path, int nodes, const std::string& device,
                               Precision p);
+/// The cluster a `strata-perf --json` run measured (its ranks over its nodes, cores of this
+/// machine's kind), with the link it crossed (the network's across nodes, else the node's)
+/// fitted to its times through the library's cost model. Throws std::invalid_argument naming
+/// the file and what it lacks.
+ClusterSpec cluster_from_perf(const std::string& path, Precision p);
 
 }  // namespace plan

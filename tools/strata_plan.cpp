@@ -23,8 +23,9 @@ model (default: --model small):
   --layers L  --hidden C  --heads H  --seq T  --vocab V  --experts E  --top-k K
                       override the preset's sizes
 cluster (default: --cluster live):
-  --cluster C         NxG (N nodes of G devices, e.g. 128x8), live (this machine), or a
-                      topology file (hwloc XML, NCCL XML, strata-topo dump) times --nodes
+  --cluster C         NxG (N nodes of G devices, e.g. 128x8), live (this machine), a
+                      topology file (hwloc XML, NCCL XML, strata-topo dump) times --nodes,
+                      or a strata-perf --json file (its ranks and nodes, its link fitted)
   --device D          h100, a100 or cpu for NxG (default h100)
   --nodes N           nodes of a topology file or of live (default 1)
   --gpu-memory GB     memory per device (default: the device's)
@@ -157,6 +158,8 @@ int main(int argc, char** argv) {
     const std::string& cl = a["--cluster"];
     if (cl == "live") {
       r.cluster = plan::live_cluster(nodes);
+    } else if (cl.size() > 5 && cl.ends_with(".json") && std::ifstream(cl)) {
+      r.cluster = plan::cluster_from_perf(cl, r.precision);
     } else if (std::ifstream(cl)) {
       r.cluster = plan::cluster_from_file(cl, nodes, a["--device"], r.precision);
     } else {  // NxG, or an error naming the three forms

@@ -211,3 +211,47 @@ TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
         << e.what();
   }
 }
+
+// A strata-perf --json run gives the cluster it ran on and the link it crossed: rows made by the
+// cost model from a known network come back as that network (within the fit's grid, 10^(1/20));
+// files without what a link needs are named.
+TEST(Planner, AStrataPerfRunGivesItsClusterAndTheLinkItCrossed) {
+  const strata::Link truth{strata::PathClass::net, 0.125, 40};
+  strata::GroupShape g;
+  g.ranks = 4, g.nodes = 2, g.shared_memory = true;
+  g.intra = plan::cluster_of("2x2", "cpu", Precision::fp32).intra, g.inter = truth;
+  const std::string path = testing::TempDir() + "/perf.json";
+  {
+    std::ofstream f(path);
+    f << "{\"collective\": \"all_reduce\", \"ranks\": 4, \"nodes\": 2, \"rows\": [\n";
+    for (size_t bytes = 1024; bytes <= (16u << 20); bytes *= 4) {
+      const double us = strata::estimate_cost("all_reduce", g, bytes).seconds * 1e6;
+      f << "  {\"bytes\": " << bytes << ", \"out_of_place\": {\"time_us\": " << us
+        << "}, \"in_place\": null},\n";
+    }
+    f << "]}\n";
+  }
+  const plan::ClusterSpec c = plan::cluster_from_perf(path, Precision::fp32);
+  EXPECT_EQ(c.nodes, 2);
+  EXPECT_EQ(c.per_node, 2);
+  EXPECT_NEAR(c.inter.bandwidth_gbs, truth.bandwidth_gbs, 0.13 * truth.bandwidth_gbs);
+  EXPECT_NEAR(c.inter.latency_us, truth.latency_us, 0.13 * truth.latency_us);
+  EXPECT_NE(c.description.find("network link fitted to 8 sizes"), std::string::npos)
+      << c.description;
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"{\"collective\": \"all_reduce\", \"ranks\": 4, \"rows\": []}", "needs \"ranks\""},
+      {"{\"collective\": \"all_reduce\", \"ranks\": 4, \"nodes\": 1, \"rows\": [{\"bytes\": 8, "
+       "\"out_of_place\": {\"time_us\": 3}}]}",
+       "fewer than two sizes"},
+      {"{\"rows\": []}", "not a strata-perf --json file"}};
+  for (const auto& [text, why] : bad) {
+    { std::ofstream(path) << text; }
+    try {
+      plan::cluster_from_perf(path, Precision::fp32);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+}
