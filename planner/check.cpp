@@ -129,17 +129,23 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
 Calibration fit(const Request& r, const std::vector<Candidate>& ran,
                 const std::vector<Measured>& measured) {
   // The figures that make the predicted step times closest to the measured (least squares of
-  // the relative errors), by descent over the compute rate and each link's bandwidth and
-  // latency (the network's only across nodes). Latency
-  // stands for everything a message costs whatever its size (on an oversubscribed machine,
-  // mostly waiting for the peer to be scheduled).
+  // the relative errors), by descent over the compute rate, the wait of a blocking exchange and,
+  // across nodes, the network's bandwidth and latency. The node's link stays as the topology or
+  // strata-perf gave it: on one node, what a run adds to a memory copy is waiting for peers,
+  // and a fit that may lower the link's bandwidth to say so inflates every byte-bound term.
   std::vector<size_t> ok;
   for (size_t i = 0; i < ran.size(); ++i) {
     if (measured[i].error.empty() && measured[i].step > 0) ok.push_back(i);
   }
   if (ok.empty()) throw std::runtime_error("no run measured anything to calibrate from");
   ClusterSpec c = r.cluster;
-  std::vector<double*> figures{&c.flops, &c.intra.bandwidth_gbs, &c.intra.latency_us};
+  if (c.wait_us <= 0) c.wait_us = 1;  // a start the descent's factors can move
+  if (c.cp_extra <= 0) c.cp_extra = 0.01;
+  std::vector<double*> figures{&c.flops, &c.wait_us, &c.wait_share};
+  // A share of computation only context-parallel runs can tell.
+  if (std::any_of(ok.begin(), ok.end(), [&](size_t i) { return ran[i].layout.cp > 1; })) {
+    figures.push_back(&c.cp_extra);
+  }
   if (r.cluster.nodes > 1)
     figures.insert(figures.end(), {&c.inter.bandwidth_gbs, &c.inter.latency_us});
   descend(figures, [&] {
@@ -151,8 +157,14 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
     }
     return e;
   });
-  return {c.flops, c.intra.bandwidth_gbs, c.intra.latency_us, c.inter.bandwidth_gbs,
-          c.inter.latency_us};
+  return {c.flops,
+          c.intra.bandwidth_gbs,
+          c.intra.latency_us,
+          c.inter.bandwidth_gbs,
+          c.inter.latency_us,
+          c.wait_us,
+          c.wait_share,
+          c.cp_extra};
 }
 
 void apply(const Calibration& k, ClusterSpec& c) {
@@ -160,14 +172,19 @@ void apply(const Calibration& k, ClusterSpec& c) {
   c.flops_source = "calibrated";
   c.intra.bandwidth_gbs = k.intra_gbs, c.intra.latency_us = k.intra_us;
   c.inter.bandwidth_gbs = k.inter_gbs, c.inter.latency_us = k.inter_us;
+  c.wait_us = k.wait_us, c.wait_share = k.wait_share, c.cp_extra = k.cp_extra;
 }
 
 void save(const Calibration& k, const std::string& path) {
   std::ofstream f(path);
   f.precision(9);
-  f << "# strata-plan --calibrate: sustained FLOP/s per device; links in GB/s and us\n"
+  f << "# strata-plan --calibrate: sustained FLOP/s per device; links in GB/s and us; a blocking "
+       "exchange's wait (us) and the most of the computation waits add up to; context "
+       "parallelism's extra computation (share)\n"
     << "flops = " << k.flops << "\nintra_gbs = " << k.intra_gbs << "\nintra_us = " << k.intra_us
-    << "\ninter_gbs = " << k.inter_gbs << "\ninter_us = " << k.inter_us << "\n";
+    << "\ninter_gbs = " << k.inter_gbs << "\ninter_us = " << k.inter_us
+    << "\nwait_us = " << k.wait_us << "\nwait_share = " << k.wait_share
+    << "\ncp_extra = " << k.cp_extra << "\n";
   if (!f) throw std::invalid_argument("--calibrate '" + path + "': cannot write");
 }
 
@@ -175,11 +192,10 @@ Calibration load(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw std::invalid_argument("--calibration '" + path + "': cannot read");
   Calibration k;
-  std::pair<const char*, double*> keys[] = {{"flops", &k.flops},
-                                            {"intra_gbs", &k.intra_gbs},
-                                            {"intra_us", &k.intra_us},
-                                            {"inter_gbs", &k.inter_gbs},
-                                            {"inter_us", &k.inter_us}};
+  std::pair<const char*, double*> keys[] = {
+      {"flops", &k.flops},           {"intra_gbs", &k.intra_gbs}, {"intra_us", &k.intra_us},
+      {"inter_gbs", &k.inter_gbs},   {"inter_us", &k.inter_us},   {"wait_us", &k.wait_us},
+      {"wait_share", &k.wait_share}, {"cp_extra", &k.cp_extra}};
   int line_no = 0, found = 0;
   for (std::string line; std::getline(f, line);) {
     ++line_no;
@@ -197,10 +213,10 @@ Calibration load(const std::string& path) {
                                   ": '" + line + "' (expected key = positive number)");
     }
   }
-  if (found != 5) {
+  if (found != 8) {
     throw std::invalid_argument("--calibration '" + path +
                                 "': needs flops, intra_gbs, intra_us, "
-                                "inter_gbs and inter_us");
+                                "inter_gbs, inter_us, wait_us, wait_share and cp_extra");
   }
   return k;
 }

@@ -29,14 +29,16 @@ struct Runner {
 /// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus).
 Measured run_layout(const Request& r, const Candidate& c, const Runner& how);
 
-/// The figures a calibration replaces: the sustained compute rate and each link's speed.
+/// The figures a calibration replaces: the sustained compute rate, each link's speed, and the
+/// wait of a blocking exchange.
 struct Calibration {
   double flops = 0;
   double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
+  double wait_us = 0, wait_share = 1, cp_extra = 0;
 };
-/// The compute rate and the links' bandwidths and latencies (the network's only across nodes)
-/// that bring the predicted step times closest to the measured (least squares of the relative
-/// errors, coordinate descent over factors of 1/100 to 100).
+/// The compute rate, the links' bandwidths and latencies (the network's only across nodes) and
+/// the wait per blocking exchange that bring the predicted step times closest to the measured
+/// (least squares of the relative errors, descent.hpp).
 Calibration fit(const Request& r, const std::vector<Candidate>& ran,
                 const std::vector<Measured>& measured);
 /// `cluster` with the calibration's figures.

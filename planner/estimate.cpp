@@ -189,37 +189,54 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const gpt::Config& mc = o.model;
   const double e = element_bytes(p), m = o.micro_batches, b = micro_batch(o, ranks);
   const double rows = double(mc.ctx) / o.cp * b;  // this rank's positions of a micro-batch
-  const double work = step_flops(o, p) / ranks / c.flops;
+  // Smaller micro-batches multiply smaller matrices, which run slower.
+  const double work = step_flops(o, p) / ranks / (c.flops * rows / (rows + c.rows_half)) *
+                      (o.cp > 1 ? 1 + c.cp_extra : 1);
   Time& t = r.time;
   t.compute = work;
   const int per_stage = (mc.layers + o.pp - 1) / o.pp;
   int moe_per_stage = 0;
   for (int l = 0; l < per_stage; ++l) moe_per_stage += mc.moe_block(l);
   const double passes = o.recompute ? 3 : 2;  // forward (again) and backward per micro-batch
+  // Blocking exchanges per step, each waiting for its slowest peer beyond the link: tp's
+  // collectives, ep's all-to-alls, cp's ring steps (or all-to-alls), the pipeline's exposed
+  // messages. A peer is late by its own computation between two exchanges at most, so the
+  // waits of a step add up to no more than a share of its computation.
+  const double tp_calls = o.tp > 1 ? per_stage * m * passes * (o.sp ? 4 : 2) : 0;
+  const double ep_calls = o.ep > 1 ? moe_per_stage * m * passes * 2 : 0;
+  const double cp_calls =
+      o.cp > 1 ? per_stage * m * passes * (o.cp_comm == gpt::CpComm::p2p ? o.cp - 1 : 2) : 0;
+  const double pp_calls = 2.0 * (o.pp - 1), calls = tp_calls + ep_calls + cp_calls + pp_calls;
+  const double shared = c.cores > 0 ? double(c.per_node) / c.cores : 1.0;  // ranks a core
+  const double wait =
+      calls > 0 ? std::min(c.wait_us * 1e-6, c.wait_share * work * shared / calls) : 0;
 
-  // TP: per block and micro-batch two all-reduces of the rows each way (or their all-gather and
-  // reduce-scatter under sp), blocking.
+  // TP: per block and micro-batch two all-reduces of the rows each way (or two all-gathers and
+  // two reduce-scatters under sp), blocking.
   const strata::GroupShape tp = shape(c, o.tp, 1);
   const double act = rows * mc.embd * e;
   const double tp_pair =
       o.sp ? cost(c.host, "all_gather", tp, act) + cost(c.host, "reduce_scatter", tp, act)
            : 2 * cost(c.host, "all_reduce", tp, act);
-  t.tp.comm = t.tp.exposed = per_stage * m * passes * tp_pair;
+  t.tp.comm = t.tp.exposed = per_stage * m * passes * tp_pair + tp_calls * wait;
   // EP: per MoE block and micro-batch a dispatch and a combine each way, blocking; each tp rank
   // routes its share of the sequences.
   const strata::GroupShape ep = shape(c, o.ep, o.tp * o.cp);
   const double routed = rows / o.tp * mc.top_k * mc.embd * e;
   t.ep.comm = t.ep.exposed =
-      moe_per_stage * m * passes * 2 * cost(c.host, "all_to_all", ep, routed);
+      moe_per_stage * m * passes * 2 * cost(c.host, "all_to_all", ep, routed) + ep_calls * wait;
   // CP: the ring's keys and values (its bytes above) behind each block's attention, or
   // Ulysses' all-to-alls, blocking.
   if (o.cp > 1) {
     const strata::GroupShape cp = shape(c, o.cp, o.tp);
     const strata::Link& link = cp.nodes > 1 ? c.inter : c.intra;
-    t.cp.comm = r.bytes.cp / (link.bandwidth_gbs * 1e9) +
-                per_stage * m * passes * (o.cp - 1) * link.latency_us * 1e-6;
+    t.cp.comm = r.bytes.cp / (link.bandwidth_gbs * 1e9) + cp_calls * link.latency_us * 1e-6;
     const double attention = work * (4 * mc.ctx) / (24.0 * mc.embd + 4 * mc.ctx);
-    t.cp.exposed = o.cp_comm == gpt::CpComm::p2p ? std::max(0.0, t.cp.comm - attention) : t.cp.comm;
+    // The ring's transfers hide behind the attention; its waits for the peer do not.
+    t.cp.exposed =
+        (o.cp_comm == gpt::CpComm::p2p ? std::max(0.0, t.cp.comm - attention) : t.cp.comm) +
+        cp_calls * wait;
+    t.cp.comm += cp_calls * wait;
   }
   // The pipeline: each stage's work, bubbles of (P-1)/(V M) of it; each activation forward and
   // gradient backward a message, of which the fill and the drain wait.
@@ -230,15 +247,15 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
     const strata::Link& link = stride >= c.per_node ? c.inter : c.intra;
     const double send =
         link.latency_us * 1e-6 + act / (o.sp ? o.tp : 1) / (link.bandwidth_gbs * 1e9);
-    t.pp.comm = 2 * m * o.virtual_stages * send;
-    t.pp.exposed = 2 * (o.pp - 1) * send;
+    t.pp.comm = 2 * m * o.virtual_stages * send + pp_calls * wait;
+    t.pp.exposed = pp_calls * (send + wait);
   }
   // DP (over cp x dp, as the engine): gradients reduced behind the last micro-batch's backward
   // (ZeRO 0-2), parameters gathered behind the next step's first forward (1-2). ZeRO-3 holds no
   // whole unit between passes: every micro-batch's forward and backward gather each unit again
   // (recompute reuses the backward's), behind the computation with prefetch; the last
-  // micro-batch's backward reduce-scatters the
-  // accumulated gradients. Under ep the dense gradients' average joins it.
+  // micro-batch's backward reduce-scatters the accumulated gradients. Under ep the dense
+  // gradients' average joins it.
   const int dp = ranks / (o.tp * o.ep * o.pp);
   const strata::GroupShape g = shape(c, dp, o.tp);
   const gpt::Memory mem = gpt::memory_formula(o, ranks, r.stage);
@@ -255,6 +272,10 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   } else {
     t.dp.exposed = std::max(0.0, t.dp.comm - stage_work) + gather / per_stage;  // the first unit
   }
+  // Ranks sharing cores: a node's computation takes its cores `shared` times a rank's, but a
+  // stage idle in the pipeline's bubble leaves its core to the others, so computation and bubble
+  // take the longer of the two. (A rank waiting in an exchange polls: it keeps its core.)
+  t.compute = std::max(work, work * shared - t.bubble);
   return r;
 }
 

@@ -66,16 +66,19 @@ ClusterSpec gpu_cluster(const DeviceKind& d, int nodes, int per_node, Precision 
   return c;
 }
 
-// FLOP/s of one core running the trainer's matrix product at a transformer block's shape.
-double measured_flops() {
-  const int N = 512, C = 512, OC = 2048;
+// FLOP/s of one core running the trainer's matrix product on N rows of a transformer block's
+// width (512 to 2048).
+double measured_flops(int N) {
+  const int C = 512, OC = 2048, reps = 2048 / N;
   std::vector<float> in(size_t(N) * C, 0.5f), w(size_t(OC) * C, 0.25f), out(size_t(N) * OC);
   double best = 1e30;
   for (int i = 0; i < 20; ++i) {  // the best of many: the machine may be shared
     const auto t0 = std::chrono::steady_clock::now();
-    gpt::layers::matmul_forward(out.data(), in.data(), w.data(), nullptr, N, C, OC);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (int r = 0; r < reps; ++r) {
+      gpt::layers::matmul_forward(out.data(), in.data(), w.data(), nullptr, N, C, OC);
+    }
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps);
   }
   return 2.0 * N * C * OC / best;
 }
@@ -90,8 +93,12 @@ ClusterSpec host_cluster(int nodes) {
   for (const auto& n : node.numa) memory += double(n.memory_bytes);
   if (memory == 0) memory = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   c.memory_bytes = memory / c.per_node;
-  c.flops = measured_flops();
-  c.flops_source = "measured: one core's fp32 matrix product (512 x 512 x 2048)";
+  // The rate as rows / (rows + h) of its limit: from 32 and 512 rows, q = r32 / r512 =
+  // 32 (512 + h) / (512 (32 + h)), so h = 16384 (1 - q) / (512 q - 32).
+  const double r512 = measured_flops(512), q = std::clamp(measured_flops(32) / r512, 0.1, 1.0);
+  c.rows_half = 16384 * (1 - q) / (512 * q - 32);
+  c.flops = r512 * (512 + c.rows_half) / 512;
+  c.flops_source = "measured: one core's fp32 matrix product, 32 and 512 rows x 512 x 2048";
   c.intra = kHostLink, c.inter = kEthernet;
   c.host = true;
   return c;
@@ -151,11 +158,7 @@ ClusterSpec cluster_of(const std::string& nxg, const std::string& device, Precis
   if (device == "cpu") {
     ClusterSpec c = host_cluster(nodes);
     // More ranks than this machine's cores share them (emulated nodes run on one machine).
-    if (per_node > c.per_node) {
-      c.flops_source += ", " + std::to_string(per_node) + " ranks sharing " +
-                        std::to_string(c.per_node) + " cores";
-      c.flops *= double(c.per_node) / per_node;
-    }
+    if (per_node > c.per_node) c.cores = c.per_node;
     c.per_node = per_node;
     c.description = std::to_string(nodes) + " x " + std::to_string(per_node) + " cpu";
     return c;

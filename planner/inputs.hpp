@@ -31,9 +31,25 @@ struct ClusterSpec {
   std::string description;  ///< "128 x 8 h100", "this machine (live)"
   std::string device;       ///< h100, a100, cpu
   int nodes = 1, per_node = 1;
+  /// Cores of a node its devices share, when fewer than `per_node` (ranks of a cpu cluster
+  /// beyond its cores); 0: every device its own.
+  int cores = 0;
   double memory_bytes = 0;   ///< per device
   double flops = 0;          ///< sustained FLOP/s per device at the plan's precision
   std::string flops_source;  ///< how `flops` was obtained, for the report
+  /// A micro-batch's rows (its positions on one rank) at which the computation runs at half
+  /// `flops`: small matrices run slower. Measured on cpu; 0 (no effect) on GPUs, unmeasured.
+  double rows_half = 0;
+  /// What each blocking exchange waits for its slowest peer beyond the link: 0 on dedicated
+  /// devices; a calibration fits it (on shared cores, mostly the scheduler's delay).
+  double wait_us = 0;
+  /// The most of its computation a step's waits add up to (a peer is late by its own work
+  /// between two exchanges at most); a calibration fits it.
+  double wait_share = 1;
+  /// The computation a split sequence adds, as a share of the step's (context parallelism's
+  /// work outside the FLOP count: small per-chunk products, the online softmax's rescaling): 0
+  /// until a calibration fits it.
+  double cp_extra = 0;
   strata::Link intra, inter;
   bool host = true;  ///< collectives on host memory (shared segment), not NCCL
   int devices() const { return nodes * per_node; }

@@ -31,9 +31,15 @@ std::string header(const Request& r) {
   if (c.experts > 0) o << ", " << c.experts << " experts top-" << c.top_k;
   o << "\ncluster " << r.cluster.description << ": " << r.cluster.devices() << " devices of "
     << gb(r.cluster.memory_bytes) << " GB, " << fmt("%.3g", r.cluster.flops / 1e12)
-    << " TFLOP/s each (" << r.cluster.flops_source << "); links: node "
-    << r.cluster.intra.bandwidth_gbs << " GB/s " << r.cluster.intra.latency_us << " us, network "
-    << r.cluster.inter.bandwidth_gbs << " GB/s " << r.cluster.inter.latency_us << " us\n"
+    << " TFLOP/s each (" << r.cluster.flops_source;
+  if (r.cluster.rows_half > 0)
+    o << "; half that at " << fmt("%.0f", r.cluster.rows_half) << " rows";
+  o << "); links: node " << r.cluster.intra.bandwidth_gbs << " GB/s " << r.cluster.intra.latency_us
+    << " us, network " << r.cluster.inter.bandwidth_gbs << " GB/s " << r.cluster.inter.latency_us
+    << " us";
+  if (r.cluster.wait_us > 0)
+    o << ", " << fmt("%.3g", r.cluster.wait_us) << " us a blocking exchange waits";
+  o << "\n"
     << "train   " << precision_name(r.precision) << ", global batch " << r.batch << " sequences\n";
   return o.str();
 }
@@ -90,6 +96,7 @@ std::string json(const Request& r, const std::vector<Candidate>& ranked) {
   o << "{\"model\": \"" << r.model.name << "\", \"parameters\": " << r.model.config.num_params()
     << ", \"cluster\": \"" << r.cluster.description << "\", \"devices\": " << r.cluster.devices()
     << ", \"device_memory\": " << r.cluster.memory_bytes << ", \"flops\": " << r.cluster.flops
+    << ", \"rows_half\": " << r.cluster.rows_half << ", \"wait_us\": " << r.cluster.wait_us
     << ", \"precision\": \"" << precision_name(r.precision) << "\", \"batch\": " << r.batch
     << ", \"layouts\": [";
   for (size_t i = 0; i < ranked.size(); ++i) {

@@ -192,12 +192,13 @@ TEST(EstimateCost, NamesTheChoiceAndRefusesUnknownCollectives) {
 // A calibration file round-trips, and one that does not parse is named with its line.
 TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
   const std::string path = testing::TempDir() + "/calibration.txt";
-  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12};
+  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12, 300, 0.5, 0.2};
   plan::save(k, path);
   const plan::Calibration back = plan::load(path);
   EXPECT_EQ(back.flops, k.flops);
   EXPECT_EQ(back.intra_gbs, k.intra_gbs);
   EXPECT_EQ(back.inter_us, k.inter_us);
+  EXPECT_EQ(back.wait_us, k.wait_us);
   plan::ClusterSpec c = plan::cluster_of("2x8", "h100", Precision::bf16_mixed);
   plan::apply(back, c);
   EXPECT_EQ(c.flops, 1.5e11);
@@ -254,4 +255,48 @@ TEST(Planner, AStrataPerfRunGivesItsClusterAndTheLinkItCrossed) {
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
   }
+}
+
+// The terms a calibration fits, each against its own arithmetic: small micro-batches run at
+// r / (r + h) of the rate; ranks sharing cores take the longer of the node's computation over
+// its cores and a rank's with its bubble; waits are per exchange, at most a share of the
+// computation, none without exchanges; a split sequence adds its share of computation.
+TEST(Planner, SmallMatricesSharedCoresWaitsAndSplitSequencesAreWhatTheModelSays) {
+  plan::ClusterSpec c = plan::cluster_of("1x4", "h100", Precision::fp32);
+  c.flops = 1e11, c.rows_half = 0, c.cores = 0, c.wait_us = 0, c.wait_share = 1;
+  auto layout = [](const std::string& name, int micro_batches = 1) {
+    gpt::TrainOptions base;
+    base.model = plan::model_preset("small").config;
+    base.global_batch = 32, base.micro_batches = micro_batches;
+    return gpt::layout_from_name(name, base, 4);
+  };
+  const gpt::TrainOptions dp4 = layout("dp4"), dp4m8 = layout("dp4", 8);
+  const double flops = plan::step_flops(dp4, Precision::fp32) / 4;
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute, flops / 1e11);
+  c.rows_half = 128;  // dp4: 8 sequences of 128 positions, 1024 rows; m8: 128 rows
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute,
+                   flops / (1e11 * 1024 / 1152));
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4m8, c, Precision::fp32).time.compute, flops / 1e11 * 2);
+  c.rows_half = 0, c.cores = 2;  // four ranks on two cores
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute, 2 * flops / 1e11);
+  const plan::Time pp4 = plan::estimate(layout("pp4", 4), c, Precision::fp32).time;
+  const double rank = flops / 1e11, bubble = rank * 3 / 4;  // (P - 1) / M of a stage's work
+  EXPECT_NEAR(pp4.bubble, bubble, 1e-3 * bubble);           // its messages add a little
+  EXPECT_NEAR(pp4.compute, 2 * rank - pp4.bubble, 1e-12);
+  c.cores = 0, c.wait_us = 1000, c.wait_share = 0.5;
+  EXPECT_EQ(plan::estimate(dp4, c, Precision::fp32).time.step(), flops / 1e11);  // no exchange
+  const gpt::TrainOptions tp2 = layout("tp2.dp2"), tp2m32 = layout("tp2.dp2", 32);
+  const plan::Time few = plan::estimate(tp2, c, Precision::fp32).time;
+  const plan::Time many = plan::estimate(tp2m32, c, Precision::fp32).time;
+  c.wait_us = 0;
+  // tp2, one micro-batch: 6 blocks x 2 passes x 2 all-reduces, 1 ms each.
+  EXPECT_NEAR(few.tp.exposed - plan::estimate(tp2, c, Precision::fp32).time.tp.exposed, 24e-3,
+              1e-12);
+  // 32 micro-batches: 768 exchanges, but no more than half the computation in all.
+  EXPECT_NEAR(many.tp.exposed - plan::estimate(tp2m32, c, Precision::fp32).time.tp.exposed,
+              0.5 * many.compute, 1e-12);
+  c.cp_extra = 0.2;
+  const gpt::TrainOptions cp2 = layout("cp2.dp2");
+  EXPECT_DOUBLE_EQ(plan::estimate(cp2, c, Precision::fp32).time.compute, 1.2 * flops / 1e11);
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute, flops / 1e11);
 }
