@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,50 @@ std::string bytes_verdict(const Bytes& b, const Measured& m) {
 }
 
 }  // namespace
+
+std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_t n) {
+  std::vector<Candidate> runs;
+  auto shape = [](const gpt::TrainOptions& o) { return std::array{o.tp, o.pp, o.cp, o.ep}; };
+  auto add_first = [&](auto wanted) {
+    for (const Candidate& c : ranked) {
+      const bool new_shape = std::none_of(runs.begin(), runs.end(), [&](const Candidate& d) {
+        return shape(d.layout) == shape(c.layout);
+      });
+      if (runs.size() < n && c.refusal.empty() && new_shape && wanted(c.layout)) {
+        runs.push_back(c);
+        return;
+      }
+    }
+  };
+  // The top-ranked; data parallelism alone (the computation's own rate); then each axis alone
+  // where a layout has it so, else with others: a fit that sees one axis only in company
+  // cannot tell its cost from theirs.
+  add_first([](const gpt::TrainOptions&) { return true; });
+  add_first([&](const gpt::TrainOptions& o) { return shape(o) == std::array{1, 1, 1, 1}; });
+  for (int axis = 0; axis < 4; ++axis) {
+    const size_t before = runs.size();
+    add_first([&](const gpt::TrainOptions& o) {
+      const auto s = shape(o);
+      return s[size_t(axis)] > 1 && s[0] * s[1] * s[2] * s[3] == s[size_t(axis)];
+    });
+    if (runs.size() == before) {
+      add_first([&](const gpt::TrainOptions& o) { return shape(o)[size_t(axis)] > 1; });
+    }
+  }
+  while (runs.size() < n) {
+    const size_t before = runs.size();
+    add_first([](const gpt::TrainOptions&) { return true; });
+    if (runs.size() == before) break;
+  }
+  for (auto it = ranked.rbegin(); it != ranked.rend(); ++it) {
+    if (!it->refusal.empty()) continue;
+    const bool ran = std::any_of(runs.begin(), runs.end(),
+                                 [&](const Candidate& d) { return d.name == it->name; });
+    if (!ran) runs.push_back(*it);  // the control
+    break;
+  }
+  return runs;
+}
 
 Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   Measured m;

@@ -26,6 +26,12 @@ struct Runner {
   int steps = 6;
 };
 
+/// The layouts --check runs from `ranked` (plan()'s order), up to `n`: the top-ranked; the best
+/// with data parallelism alone; the best with each axis the plan allows (tp, pp, cp, ep), alone
+/// where it can be, so that a calibration sees every kind of exchange apart; the best of further
+/// mesh shapes; and then the slowest that fits, as a control.
+std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_t n);
+
 /// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus).
 Measured run_layout(const Request& r, const Candidate& c, const Runner& how);
 
@@ -36,9 +42,9 @@ struct Calibration {
   double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
   double wait_us = 0, wait_share = 1, cp_extra = 0;
 };
-/// The compute rate, the links' bandwidths and latencies (the network's only across nodes) and
-/// the wait per blocking exchange that bring the predicted step times closest to the measured
-/// (least squares of the relative errors, descent.hpp).
+/// The compute rate, the waits, context parallelism's extra computation (where a cp layout ran)
+/// and, across nodes, the network's bandwidth and latency that bring the predicted step times
+/// closest to the measured (least squares of the relative errors, descent.hpp).
 Calibration fit(const Request& r, const std::vector<Candidate>& ran,
                 const std::vector<Measured>& measured);
 /// `cluster` with the calibration's figures.

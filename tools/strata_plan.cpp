@@ -42,11 +42,12 @@ output:
   --top N             layouts shown (default 10)
   --json FILE         every candidate with every term ('-': standard output)
 checking (models strata-gpt trains: vocabulary 65):
-  --check N           run the best layout of each of the N best mesh shapes (tp, cp, ep, pp)
-                      and the predicted slowest with strata-gpt, and print predicted against
-                      measured, term by term
-  --calibrate FILE    with --check: refit the compute rate and the links from the runs, write
-                      them to FILE, and print the runs against the refitted prediction
+  --check N           run N layouts with strata-gpt (the top-ranked, the best with each of
+                      tp, pp, cp, ep, the best of further mesh shapes) and the predicted
+                      slowest, and print predicted against measured, term by term
+  --calibrate FILE    with --check: refit the compute rate, the waits and the network from
+                      the runs, write them to FILE, and print the runs against the refitted
+                      prediction
   --calibration FILE  plan with a calibration's figures
   --launcher CMD      how to start a run; {ranks} is the world size (default: strata-run -n
                       {ranks}; for emulated nodes: tools/strata-cluster --nodes N ... --)
@@ -69,7 +70,7 @@ double number(const std::string& flag, const std::string& v) {
   bad(flag + " '" + v + "': expected a positive number");
 }
 
-// --check: the best layouts and the slowest that fits, run; --calibrate: refitted and saved.
+// --check: the layouts runs_to_check picks, run; --calibrate: refitted and saved.
 void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
            std::map<std::string, std::string>& a, const std::string& self) {
   const std::string bin = self.substr(0, self.rfind('/') + 1);
@@ -79,25 +80,8 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
   how.steps = a.count("--steps") ? int(number("--steps", a["--steps"])) : 6;
   std::filesystem::create_directories(how.workdir);
-  std::vector<plan::Candidate> ran;
-  const size_t n = size_t(number("--check", a["--check"]));
-  // The best of each mesh shape (tp, cp, ep, pp), best shapes first: runs that differ in what
-  // they communicate tell a calibration more than ZeRO stages and micro-batches of one shape.
-  for (const plan::Candidate& c : ranked) {
-    const auto same_shape = [&](const plan::Candidate& d) {
-      const gpt::TrainOptions &x = c.layout, &y = d.layout;
-      return x.tp == y.tp && x.cp == y.cp && x.ep == y.ep && x.pp == y.pp;
-    };
-    if (c.refusal.empty() && ran.size() < n && std::none_of(ran.begin(), ran.end(), same_shape)) {
-      ran.push_back(c);
-    }
-  }
-  for (auto it = ranked.rbegin(); it != ranked.rend(); ++it) {
-    if (it->refusal.empty()) {
-      if (it->name != ran.back().name) ran.push_back(*it);  // the control
-      break;
-    }
-  }
+  const std::vector<plan::Candidate> ran =
+      plan::runs_to_check(ranked, size_t(number("--check", a["--check"])));
   std::vector<plan::Measured> measured;
   for (const plan::Candidate& c : ran) {
     std::fprintf(stderr, "strata-plan: running %s\n", c.name.c_str());
@@ -109,12 +93,13 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   const plan::Calibration k = plan::fit(r, ran, measured);
   plan::save(k, a["--calibrate"]);
   plan::apply(k, r.cluster);
-  for (plan::Candidate& c : ran) c.estimate = plan::estimate(c.layout, r.cluster, r.precision);
+  std::vector<plan::Candidate> refit = ran;
+  for (plan::Candidate& c : refit) c.estimate = plan::estimate(c.layout, r.cluster, r.precision);
   std::printf(
       "\ncalibrated (%s: %.3g TFLOP/s, node %.3g GB/s %.3g us, network %.3g GB/s %.3g "
       "us, %.3g us a blocking exchange waits, at most %.2f of the computation; cp adds %.2f):\n%s",
       a["--calibrate"].c_str(), k.flops / 1e12, k.intra_gbs, k.intra_us, k.inter_gbs, k.inter_us,
-      k.wait_us, k.wait_share, k.cp_extra, plan::check_table(ran, measured).c_str());
+      k.wait_us, k.wait_share, k.cp_extra, plan::check_table(refit, measured).c_str());
 }
 
 }  // namespace

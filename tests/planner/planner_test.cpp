@@ -2,6 +2,7 @@
 // the trainer's formulas, and bad input; strata::estimate_cost against the library's choice.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -299,4 +300,37 @@ TEST(Planner, SmallMatricesSharedCoresWaitsAndSplitSequencesAreWhatTheModelSays)
   const gpt::TrainOptions cp2 = layout("cp2.dp2");
   EXPECT_DOUBLE_EQ(plan::estimate(cp2, c, Precision::fp32).time.compute, 1.2 * flops / 1e11);
   EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute, flops / 1e11);
+}
+
+// --check runs the top-ranked layout, the best with each axis the plan allows, and the slowest
+// that fits: a calibration then sees every kind of exchange.
+TEST(Planner, CheckRunsCoverEveryAxisAndAControl) {
+  for (int experts : {0, 4}) {  // dense: tp, pp, cp; with experts: tp, pp, ep (cp refused)
+    plan::Request r = request("small", "1x4", Precision::fp32, 32);
+    r.model.config.experts = experts, r.model.config.top_k = 2;
+    const std::vector<plan::Candidate> ranked = plan::plan(r);
+    const std::vector<plan::Candidate> runs = plan::runs_to_check(ranked, 5);
+    ASSERT_EQ(runs.size(), 6u);
+    EXPECT_EQ(runs.front().name, ranked.front().name);
+    for (int axis = 0; axis < 4; ++axis) {  // tp, pp, cp, ep: each that some layout has
+      const auto has = [&](const plan::Candidate& c) {
+        const gpt::TrainOptions& o = c.layout;
+        return c.refusal.empty() && (axis == 0   ? o.tp
+                                     : axis == 1 ? o.pp
+                                     : axis == 2 ? o.cp
+                                                 : o.ep) > 1;
+      };
+      EXPECT_TRUE(std::any_of(ranked.begin(), ranked.end(), has) == (axis != (experts ? 2 : 3)))
+          << "axis " << axis << ", experts " << experts;
+      EXPECT_EQ(std::any_of(runs.begin(), runs.end(), has),
+                std::any_of(ranked.begin(), ranked.end(), has))
+          << "axis " << axis << ", experts " << experts;
+    }
+    const auto slowest = std::find_if(ranked.rbegin(), ranked.rend(),
+                                      [](const plan::Candidate& c) { return c.refusal.empty(); });
+    EXPECT_EQ(runs.back().name, slowest->name);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) EXPECT_NE(runs[i].name, runs[j].name);
+    }
+  }
 }
