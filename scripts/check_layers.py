@@ -48,6 +48,7 @@ PUBLIC_LAYER = {
     "strata/cost.hpp": "runtime",
     "strata/mesh.hpp": "mesh",
     "strata/sharding.hpp": "sharding",
+    "strata/diloco.hpp": "sharding",
     "strata/strata.hpp": None,
 }
 

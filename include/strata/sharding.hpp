@@ -155,10 +155,20 @@ struct AdamWOptions {
   float max_grad_norm = 0.0f;
 };
 
+/// The engine's update rule.
+enum class UpdateRule : uint8_t {
+  adamw,  ///< AdamWOptions, every field
+  /// torch.optim.SGD without momentum: p -= lr (g + weight_decay p), with AdamWOptions' lr, weight
+  /// decay and clipping (the moments stay zero). Linear in the gradient: averaging SGD steps is
+  /// averaging gradients, which DiLoCo's check against synchronous training needs.
+  sgd,
+};
+
 struct ZeroOptions {
   int stage = 0;  ///< 0: DDP, 1: shard optimizer state, 2: + gradients, 3: + parameters
   BucketOptions buckets;
   AdamWOptions adamw;
+  UpdateRule rule = UpdateRule::adamw;
   int prefetch_depth = 1;           ///< stage 3: gathers kept in flight beyond the current unit
   size_t resident_below_bytes = 0;  ///< stage 3: units smaller than this are never freed
   /// The ranks holding the rest of the model (tensor- and pipeline-parallel peers, one per other
@@ -223,6 +233,14 @@ class ZeroEngine {
 
   /// Collective: every parameter, unpadded, in tensor order (for checks and export).
   std::vector<float> full_params();
+  /// This rank's block of every unit's parameters, in shard space (layout().shard_numel()
+  /// elements): what it owns and updates in stages 1-3, the same blocks of its replica in stage 0.
+  /// With set_shard_params, what an optimizer outside the engine (DiLoCo's outer step) works on.
+  std::vector<float> shard_params();
+  /// Collective: replaces this rank's blocks (shard space) and brings the whole parameters up to
+  /// date on every rank: stages 0-2 all-gather them (counted in the next step's StepStats, the
+  /// first read of a unit waiting for its gather), stage 3 drops what it had gathered.
+  void set_shard_params(std::span<const float> values);
   /// Collective: parameters, moments and step count (for export to another layout; save()
   /// writes the same sharded).
   EngineState state();

@@ -3,6 +3,7 @@
 
 #include "strata/communicator.hpp"
 #include "strata/cost.hpp"
+#include "strata/diloco.hpp"
 #include "strata/error.hpp"
 #include "strata/mesh.hpp"
 #include "strata/sharding.hpp"

@@ -19,6 +19,12 @@ void adamw_update(const AdamWOptions& o, int64_t step, float grad_scale, float* 
   }
 }
 
+void sgd_update(const AdamWOptions& o, float grad_scale, float* param, const float* grad,
+                size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    param[i] -= o.lr * (grad[i] * grad_scale + o.weight_decay * param[i]);
+}
+
 float clip_factor(const AdamWOptions& o, double norm) {
   if (o.max_grad_norm <= 0) return 1.0f;
   const float coef = o.max_grad_norm / (float(norm) + 1e-6f);

@@ -20,6 +20,13 @@ UnitGatherer::UnitGatherer(Communicator comm, const FlatLayout& layout,
   work_.resize(units);
 }
 
+UnitGatherer::~UnitGatherer() {
+  for (size_t u = 0; u < state_.size(); ++u) try {
+      if (state_[u] == State::in_flight) work_[u].wait();
+    } catch (const Error&) {  // already reported to whoever waited on the communicator
+    }
+}
+
 void UnitGatherer::issue(size_t u, GatherEvent::Kind kind) {
   if (full_[u].empty()) {
     full_[u].resize(layout_.unit_numel(u));

@@ -14,6 +14,9 @@ class UnitGatherer {
   /// `shard` is this rank's shard space of parameters (must outlive the gatherer).
   UnitGatherer(Communicator comm, const FlatLayout& layout, std::span<const float> shard, int depth,
                size_t resident_below_bytes);
+  /// Waits for the gathers still in flight (a pass's last prefetch): every rank takes part in
+  /// them, and they write into this gatherer's buffers.
+  ~UnitGatherer();
 
   /// The direction of the current pass: forward prefetches higher units, backward lower ones.
   void set_forward(bool forward);

@@ -106,7 +106,10 @@ class ZeroEngine::Impl {
     const double norm = grad_norm();
     const float scale = sharding::clip_factor(opt_.adamw, norm);
     for_each_owned([&](size_t, float* p, const float* g, float* m, float* v, size_t n) {
-      sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
+      if (opt_.rule == UpdateRule::sgd)
+        sharding::sgd_update(opt_.adamw, scale, p, g, n);
+      else
+        sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
     });
     if (opt_.stage == 1 || opt_.stage == 2) launch_param_gathers();
     if (gatherer_) gatherer_->invalidate();
@@ -141,6 +144,29 @@ class ZeroEngine::Impl {
     return s;
   }
 
+  std::vector<float> shard_params() {
+    await_all_params();
+    return opt_.stage < 3 ? to_shard(full_params_, true) : shard_params_;
+  }
+  // Stages 0-2 gather every rank's new blocks into the full parameters as after step(); stage 3
+  // drops what it had gathered.
+  void set_shard_params(std::span<const float> values) {
+    if (values.size() != layout_.shard_numel())
+      fail("ZeroEngine.set_shard_params", rank(),
+           std::to_string(values.size()) + " values for a shard of " +
+               std::to_string(layout_.shard_numel()));
+    await_all_params();
+    if (opt_.stage == 3) {
+      std::copy(values.begin(), values.end(), shard_params_.begin());
+      gatherer_->invalidate();
+      return;
+    }
+    for (size_t u = 0; u < layout_.num_units(); ++u)
+      std::copy_n(values.data() + layout_.shard_offset(u), layout_.block_numel(u),
+                  full_params_.data() + layout_.block_offset(u, rank()));
+    launch_param_gathers();
+  }
+
   MemoryReport memory() const {
     MemoryReport r;
     r.param_bytes = opt_.stage < 3
@@ -162,19 +188,9 @@ class ZeroEngine::Impl {
     await_all_params();
     sharding::ShardState s;
     s.step = steps_;
-    const size_t S = layout_.shard_numel();
-    s.params.resize(S);
-    s.m.resize(S);
-    s.v.resize(S);
-    for (size_t u = 0; u < layout_.num_units(); ++u) {
-      const size_t so = layout_.shard_offset(u), blk = layout_.block_numel(u);
-      const size_t fo = layout_.block_offset(u, rank());
-      const float* p = opt_.stage < 3 ? full_params_.data() + fo : shard_params_.data() + so;
-      const size_t mo = opt_.stage == 0 ? fo : so;
-      std::copy_n(p, blk, s.params.data() + so);
-      std::copy_n(m_.data() + mo, blk, s.m.data() + so);
-      std::copy_n(v_.data() + mo, blk, s.v.data() + so);
-    }
+    s.params = shard_params();
+    s.m = to_shard(m_, opt_.stage == 0);
+    s.v = to_shard(v_, opt_.stage == 0);
     sharding::save_checkpoint(comm_, layout_, opt_.stage, s, dir);
   }
 
@@ -223,6 +239,16 @@ class ZeroEngine::Impl {
                  hi = lo + layout_.block_numel(u);
     for (size_t k = 0; k < value.size(); ++k)
       if (off + k >= lo && off + k < hi) owned[layout_.shard_offset(u) + off + k - lo] = value[k];
+  }
+
+  // This rank's block of every unit from per-rank storage (`full`: padded flat) in shard space.
+  std::vector<float> to_shard(const std::vector<float>& owned, bool full) const {
+    if (!full) return owned;
+    std::vector<float> s(layout_.shard_numel());
+    for (size_t u = 0; u < layout_.num_units(); ++u)
+      std::copy_n(owned.data() + layout_.block_offset(u, rank()), layout_.block_numel(u),
+                  s.data() + layout_.shard_offset(u));
+    return s;
   }
 
   // Collective when sharded: the unpadded values of per-rank storage (`full` padded flat, or
@@ -371,6 +397,8 @@ void ZeroEngine::step() { impl_->step(); }
 int64_t ZeroEngine::steps_done() const { return impl_->steps_done(); }
 void ZeroEngine::set_learning_rate(float lr) { impl_->set_learning_rate(lr); }
 std::vector<float> ZeroEngine::full_params() { return impl_->full_params(); }
+std::vector<float> ZeroEngine::shard_params() { return impl_->shard_params(); }
+void ZeroEngine::set_shard_params(std::span<const float> v) { impl_->set_shard_params(v); }
 EngineState ZeroEngine::state() { return impl_->state(); }
 void ZeroEngine::set_state(size_t t, std::span<const float> p, std::span<const float> m,
                            std::span<const float> v) {

@@ -1,5 +1,6 @@
 // ZeroEngine on every world size: stages 0-3 train the test model to the single-process
 // reference, memory follows the ZeRO formulas, and stage 3 gathers within its prefetch window.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -43,6 +44,45 @@ TEST(Zero, EveryStageMatchesTheSingleProcessReferenceAfterFiveSteps) {
           << "stage " << stage;
     }
   }
+}
+
+TEST(Zero, SgdMatchesTheSingleProcessReferenceOnEveryStage) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  const auto want =
+      shtest::concat(shtest::reference(m, options(0).adamw, 5, strata::UpdateRule::sgd));
+  EXPECT_NE(shtest::compare(want, shtest::concat(shtest::reference(m, options(0).adamw, 5))), "");
+  for (int stage = 0; stage <= 3; ++stage) {
+    ZeroOptions o = options(stage);
+    o.rule = strata::UpdateRule::sgd;
+    ZeroEngine e(w, m.specs(), o);
+    shtest::init_engine(m, e);
+    train(m, e, 0, 5);
+    const auto got = e.full_params();
+    EXPECT_EQ(shtest::compare(got, want), "") << "stage " << stage;
+    EXPECT_TRUE(mp::identical_on_all_ranks(w, got.data(), got.size() * sizeof(float)));
+  }
+}
+
+TEST(Zero, StageThreeFinishesTheGatherItPrefetchedWhenDestroyed) {
+  // Reading unit 0 in a forward pass prefetches unit 1; an engine destroyed then (a trainer's
+  // last evaluation) must finish that gather on every rank, not leave its peers waiting in it.
+  auto& w = mp::world();
+  shtest::Mlp m;
+  for (int i = 0; i < 20; ++i) {
+    ZeroEngine e(w, m.specs(), options(3));
+    shtest::init_engine(m, e);
+    e.begin_forward();
+    e.gather(0);
+    e.release(0);
+    const auto& ev = e.gather_events();
+    ASSERT_TRUE(std::any_of(ev.begin(), ev.end(), [](const strata::GatherEvent& g) {
+      return g.kind == strata::GatherEvent::prefetch && g.unit == 1;
+    }));
+  }
+  std::vector<int> alive{1};
+  w.all_reduce(strata::buffer(alive), strata::ReduceOp::sum).wait();
+  EXPECT_EQ(alive[0], w.size());
 }
 
 TEST(Zero, ClippingActsInTheTestAbove) {

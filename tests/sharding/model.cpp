@@ -77,7 +77,8 @@ std::vector<float> loss_grad(const std::vector<float>& y, const Batch& b) {
   return dz;
 }
 
-std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptions& o, int steps) {
+std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptions& o, int steps,
+                                          strata::UpdateRule rule) {
   const size_t L = m.layers(), T = 2 * L;
   std::vector<std::vector<float>> p(T), mom(T), vel(T), g(T);
   for (size_t t = 0; t < T; ++t) {
@@ -108,6 +109,12 @@ std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptio
       if (coef < 1.0f)
         for (auto& gt : g)
           for (float& x : gt) x *= coef;
+    }
+    if (rule == strata::UpdateRule::sgd) {  // torch.optim.SGD, no momentum
+      for (size_t k = 0; k < T; ++k)
+        for (size_t i = 0; i < p[k].size(); ++i)
+          p[k][i] -= o.lr * (g[k][i] + o.weight_decay * p[k][i]);
+      continue;
     }
     // AdamW, as torch.optim.AdamW.
     const int t = step + 1;

@@ -47,8 +47,9 @@ void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int wor
 /// Sets every parameter of `e` to the model's initial values.
 void init_engine(const Mlp& m, strata::ZeroEngine& e);
 
-/// The reference: `steps` full-batch AdamW steps in one process, per-tensor parameters.
-std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptions& o, int steps);
+/// The reference: `steps` full-batch AdamW (or SGD) steps in one process, per-tensor parameters.
+std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptions& o, int steps,
+                                          strata::UpdateRule rule = strata::UpdateRule::adamw);
 /// Concatenates per-tensor vectors (the layout of ZeroEngine::full_params()).
 std::vector<float> concat(const std::vector<std::vector<float>>& v);
 /// "" when every element agrees within `rel` relative, else the first mismatch. Values below 1e-2
