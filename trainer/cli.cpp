@@ -57,6 +57,11 @@ layout (dp = ranks / (tp * cp * ep * pp)):
   --prefetch N         ZeRO-3 parameter gathers issued ahead (default 1)
   --bucket-kb N        gradient bucket size in KiB (default 1024)
   --recompute          recompute activations in the backward pass
+  --optimizer adamw|sgd  the (inner) optimizer: AdamW, or SGD without momentum (default adamw)
+islands (DiLoCo, docs/beyond-one-cluster.md):
+  --islands K          K replicas of the layout, ranks / K each, each its share of the batch
+  --outer-every H      an outer step every H steps (default 50 with --islands; 0: none)
+  --outer-lr X  --outer-momentum X   outer SGD with Nesterov momentum (default 0.7, 0.9)
 output:
   --eval-every N       validation loss every N steps (default 50; 0: never)
   --eval-batches N     batches per validation (default 4)
@@ -155,6 +160,16 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
        }},
       {"--prefetch", [&](auto& f, auto& v) { t.prefetch = non_negative(f, v); }},
       {"--bucket-kb", [&](auto& f, auto& v) { t.bucket_bytes = size_t(positive(f, v)) << 10; }},
+      {"--optimizer",
+       [&](auto& f, auto& v) {
+         if (v != "adamw" && v != "sgd")
+           throw std::invalid_argument(f + ": adamw or sgd, got " + v);
+         t.rule = v == "sgd" ? strata::UpdateRule::sgd : strata::UpdateRule::adamw;
+       }},
+      {"--islands", [&](auto& f, auto& v) { t.islands = positive(f, v); }},
+      {"--outer-every", [&](auto& f, auto& v) { t.outer_every = non_negative(f, v); }},
+      {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},
+      {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = float(to_double(f, v)); }},
       {"--eval-every", [&](auto& f, auto& v) { r.eval_every = non_negative(f, v); }},
       {"--eval-batches", [&](auto& f, auto& v) { r.eval_batches = positive(f, v); }},
       {"--sample", [&](auto& f, auto& v) { r.sample_chars = non_negative(f, v); }},
@@ -188,7 +203,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   c = Config::named("small");
   for (int k = i; k + 1 < argc; ++k)
     if (std::string(argv[k]) == "--config") c = Config::named(argv[k + 1]);
-  bool warmup_given = false;
+  bool warmup_given = false, outer_given = false;
   for (; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -202,9 +217,18 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     auto it = flags.find(f);
     if (it == flags.end()) throw std::invalid_argument("unknown option " + f);
     warmup_given |= f == "--warmup";
+    outer_given |= f == "--outer-every";
     if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
     it->second(f, argv[++i]);
   }
+  if (t.islands > 1 && !outer_given) t.outer_every = 50;  // DiLoCo's published H
+  if (t.outer_every > 0 && r.mode == "validate")
+    throw std::invalid_argument(
+        "validate certifies one island's layouts: --islands, --outer-every "
+        "are for train");
+  if (t.outer_every > 0 && (!r.save.empty() || !r.resume.empty()))
+    throw std::invalid_argument(
+        "--save and --resume with DiLoCo (--islands, --outer-every): not built yet");
   // A fixed warm-up would leave a short run still warming up at its end.
   if (!warmup_given) t.warmup = std::max(1, t.steps / 10);
   if (c.embd % c.heads != 0)

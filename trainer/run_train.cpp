@@ -57,10 +57,10 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
                   "\"comm_seconds\": %.6f, \"exposed_seconds\": %.6f, \"dp_bus_bytes\": %.0f, "
                   "\"grad_norm\": %.6g, \"ep_bytes\": %.0f, \"ep_seconds\": %.6f, "
                   "\"ep_bus_bytes\": %.0f, \"cp_bytes\": %.0f, \"cp_seconds\": %.6f, "
-                  "\"stages\": [",
+                  "\"outer_bytes\": %.0f, \"outer_seconds\": %.6f, \"stages\": [",
                   i ? "," : "", s.step, s.loss, s.lr, s.seconds, s.comm_seconds, s.exposed_seconds,
                   s.bus_bytes, s.grad_norm, s.ep_bytes, s.ep_seconds, s.ep_bus_bytes, s.cp_bytes,
-                  s.cp_seconds);
+                  s.cp_seconds, s.outer_bytes, s.outer_seconds);
     f << line;
     for (size_t k = 0; k < s.stages.size(); ++k) {
       const StepReport::Stage& g = s.stages[k];
@@ -115,9 +115,10 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
   std::vector<int64_t> all(mine.size() * size_t(world.size()));
   world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
   if (world.rank() != 0) return;
+  const int island = world.size() / o.islands;  // ranks of one island (all alike): the first's
   for (int s = 0; s < o.pp; ++s) {
-    const int64_t* g = all.data() + size_t(s) * size_t(world.size() / o.pp) * mine.size();
-    const Memory f = memory_formula(o, world.size(), s);
+    const int64_t* g = all.data() + size_t(s) * size_t(island / o.pp) * mine.size();
+    const Memory f = memory_formula(o, island, s);
     const bool equal = size_t(g[0]) == f.param_bytes && size_t(g[1]) == f.grad_bytes &&
                        size_t(g[2]) == f.optimizer_bytes;
     std::printf(
@@ -164,6 +165,8 @@ void print_step(const StepReport& s, const TrainOptions& o) {
   if (o.tp > 1) std::printf("  tp %.2f MB", s.tp_bus_bytes / 1e6);
   if (o.pp > 1) std::printf("  pp %.2f MB", s.pp_bytes / 1e6);
   if (o.cp > 1) std::printf("  cp %.2f MB", s.cp_bytes / 1e6);
+  if (s.outer)
+    std::printf("  outer step %.2f MB %.1f ms", s.outer_bytes / 1e6, 1e3 * s.outer_seconds);
   if (o.ep > 1)  // the exchanges' rows and the dense gradients' average
     std::printf("  ep a2a %.2f MB avg %.2f MB", s.ep_bytes / 1e6, s.ep_bus_bytes / 1e6);
   if (!s.experts.empty()) {  // over every MoE block: the least, mean, most tokens an expert took

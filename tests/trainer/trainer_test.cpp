@@ -73,6 +73,17 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
             std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--config", "huge"}).find("huge"), std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--lr"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(error({"strata-gpt", "--optimizer", "lion"}).find("--optimizer"), std::string::npos);
+  EXPECT_NE(error({"strata-gpt", "--islands", "2", "--save", "d"}).find("DiLoCo"),
+            std::string::npos);
+  EXPECT_NE(error({"strata-gpt", "validate", "--islands", "2"}).find("--islands"),
+            std::string::npos);
+  // --islands alone takes DiLoCo's published H.
+  const char* islands[] = {"strata-gpt", "--islands", "2", "--optimizer", "sgd"};
+  r = gpt::parse_command_line(5, const_cast<char**>(islands), help);
+  EXPECT_EQ(r.train.islands, 2);
+  EXPECT_EQ(r.train.outer_every, 50);
+  EXPECT_EQ(r.train.rule, strata::UpdateRule::sgd);
 }
 
 // With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of

@@ -45,6 +45,7 @@ strata::ZeroOptions engine_options(const TrainOptions& o) {
   z.prefetch_depth = o.prefetch;
   z.buckets.cap_bytes = o.bucket_bytes;
   z.buckets.first_cap_bytes = std::min(z.buckets.first_cap_bytes, o.bucket_bytes);
+  z.rule = o.rule;
   return z;
 }
 
@@ -52,7 +53,15 @@ void refuse(const std::string& why) { throw std::invalid_argument(why); }
 
 }  // namespace
 
-void check_layout(const TrainOptions& o, int ranks) {
+void check_layout(const TrainOptions& o, int job_ranks) {
+  if (o.islands < 1 || job_ranks % o.islands != 0)
+    refuse("--islands " + std::to_string(o.islands) + " does not divide the " +
+           std::to_string(job_ranks) + " ranks");
+  if (o.islands > 1 && o.outer_every < 1) refuse("--islands needs --outer-every H (DiLoCo)");
+  if (o.outer_every < 0 || (o.outer_every > 0 && (!(o.outer_lr > 0) || !(o.outer_momentum >= 0) ||
+                                                  !(o.outer_momentum < 1))))
+    refuse("DiLoCo: --outer-every must be >= 0, --outer-lr > 0, --outer-momentum in [0, 1)");
+  const int ranks = job_ranks / o.islands;  // an island's
   const Config& c = o.model;
   const int split = o.tp * o.cp * o.ep * o.pp;
   if (o.tp < 1 || o.pp < 1 || o.ep < 1 || o.cp < 1 || ranks % split != 0) {
@@ -99,9 +108,10 @@ void check_layout(const TrainOptions& o, int ranks) {
            " layers");
   if (o.pp > 1 || o.schedule == pp::Schedule::interleaved)
     pp::check_schedule(o.schedule, o.pp, o.micro_batches, o.virtual_stages);
-  const long readers = data_ranks(o, ranks), per_step = readers * o.micro_batches;
+  const long readers = data_ranks(o, ranks), per_step = readers * o.islands * o.micro_batches;
   if (o.micro_batches < 1 || o.global_batch < 1 || o.global_batch % per_step != 0)
     refuse("global batch " + std::to_string(o.global_batch) + " does not divide into " +
+           (o.islands > 1 ? std::to_string(o.islands) + " islands x " : "") +
            (o.ep > 1 ? "ep x dp=" : "dp=") + std::to_string(readers) + " x " +
            std::to_string(o.micro_batches) + " micro-batches");
   const long micro = o.global_batch / per_step;
@@ -112,7 +122,8 @@ void check_layout(const TrainOptions& o, int ranks) {
 
 int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.cp * o.pp); }
 
-std::string layout_name(const TrainOptions& o, int ranks) {
+std::string layout_name(const TrainOptions& o, int job_ranks) {
+  const int ranks = job_ranks / o.islands;
   std::string n;
   if (o.tp > 1) n += "tp" + std::to_string(o.tp) + (o.sp ? ".sp." : ".");
   if (o.pp > 1) {
@@ -124,13 +135,21 @@ std::string layout_name(const TrainOptions& o, int ranks) {
   if (o.ep > 1) n += "ep" + std::to_string(o.ep) + ".";
   n += "dp" + std::to_string(ranks / (o.tp * o.cp * o.ep * o.pp));
   if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
+  if (o.outer_every > 0)
+    n += ".islands" + std::to_string(o.islands) + ".h" + std::to_string(o.outer_every);
   return n;
 }
 
 namespace {
 
+// The job split into islands when DiLoCo is on (check_layout first: the split needs the count).
+strata::Islands make_islands(strata::Communicator& job, const TrainOptions& o) {
+  check_layout(o, job.size());
+  if (o.outer_every > 0) return strata::split_islands(job, o.islands);
+  return strata::Islands{.island = job};
+}
+
 strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
-  check_layout(o, world.size());
   strata::MeshShape shape;
   shape.tp = o.tp, shape.cp = o.cp, shape.ep = o.ep, shape.pp = o.pp;
   strata::MeshOptions mo;
@@ -148,13 +167,15 @@ strata::Mesh make_mesh(strata::Communicator& world, const TrainOptions& o) {
 
 }  // namespace
 
-Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOptions opt)
+Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions opt)
     : o(std::move(opt)),
       data(d),
-      mesh(make_mesh(world, o)),
+      islands(make_islands(job, o)),
+      mesh(make_mesh(islands.island, o)),
       // Small reductions on their own group: they never queue behind the engine's.
-      metrics(world.split(0, world.rank(), strata::CommOptions{.name = "gpt/metrics"})),
-      micro(o.global_batch / (data_ranks(o, world.size()) * o.micro_batches)),
+      metrics(islands.island.split(0, islands.island.rank(),
+                                   strata::CommOptions{.name = "gpt/metrics"})),
+      micro(o.global_batch / (data_ranks(o, job.size()) * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
       ep(o.ep > 1 ? std::make_unique<ExpertParallel>(mesh.group(strata::Dim::ep)) : nullptr),
       cp(o.cp > 1 ? make_context_parallel(mesh.group(strata::Dim::cp), o.cp_comm) : nullptr),
@@ -178,13 +199,19 @@ Trainer::Impl::Impl(strata::Communicator world, const CharCorpus& d, TrainOption
   // pipeline, that is per (tp, cp, ep, dp) coordinate.
   const int stage = mesh.coord(strata::Dim::pp);
   const bool ends = o.pp > 1 && (stage == 0 || stage == o.pp - 1);
+  strata::Communicator& world = islands.island;
   const int pipeline = world.rank() % (world.size() / o.pp);  // pp is the slowest dimension
   tied = world.split(ends ? pipeline : -1, stage, strata::CommOptions{.name = "gpt/tied"});
-  name_groups(world);
+  name_groups(job);
   for (size_t t = 0; t < global_tensor.size(); ++t) {
     const size_t g = size_t(global_tensor[t]);
     engine.set_param(t, slice(g, init_tensor(o.model, o.seed, g)));
   }
+  if (o.outer_every > 0)
+    diloco = std::make_unique<strata::DiLoCo>(
+        engine, islands.across,
+        strata::DiLoCoOptions{
+            .outer_every = o.outer_every, .lr = o.outer_lr, .momentum = o.outer_momentum});
 }
 
 // This rank's part of tensor g (an index into param_specs) given its whole value: its block of
@@ -273,26 +300,33 @@ size_t Trainer::Impl::wte_tensor() const { return engine.layout().unit_first_ten
 std::span<const float> Trainer::Impl::wte() { return engine.param(wte_tensor()); }
 std::span<float> Trainer::Impl::wte_grad() { return engine.grad(wte_tensor()); }
 
-// Every group this rank waits in, by name, with its world ranks: a failure is then named by the
-// world rank that died (failure_report.hpp).
-void Trainer::Impl::name_groups(strata::Communicator& world) {
+// Every group this rank waits in, by name, with its job ranks: a failure is then named by the
+// job rank that died (failure_report.hpp). The mesh numbers its island's ranks from 0.
+void Trainer::Impl::name_groups(strata::Communicator& job) {
   using strata::Dim;
-  failures = std::make_unique<FailureReport>(world.store(), world.rank(), world.size());
-  std::vector<int> all(size_t(world.size()));
-  for (int r = 0; r < world.size(); ++r) all[size_t(r)] = r;
-  failures->add_group("gpt/metrics", all, metrics);
+  failures = std::make_unique<FailureReport>(job.store(), job.rank(), job.size());
+  const int per = islands.island.size(), base = islands.index * per;
+  const auto in_job = [&](std::vector<int> ranks) {
+    for (int& r : ranks) r += base;
+    return ranks;
+  };
+  std::vector<int> all(static_cast<size_t>(per)), across;
+  for (int r = 0; r < per; ++r) all[size_t(r)] = r;
+  for (int i = 0; i < islands.count; ++i) across.push_back(i * per + islands.island.rank());
+  failures->add_group("gpt/metrics", in_job(all), metrics);
+  if (islands.across) failures->add_group(islands.across.name(), across, islands.across);
   for (Dim d : {Dim::tp, Dim::cp, Dim::ep, Dim::pp, Dim::dp})
-    failures->add_group("gpt/" + std::string(strata::dim_name(d)), mesh.group_ranks({d}),
+    failures->add_group("gpt/" + std::string(strata::dim_name(d)), in_job(mesh.group_ranks({d})),
                         mesh.group(d));
   if (o.cp > 1) {
-    failures->add_group("gpt/cp+dp", mesh.group_ranks({Dim::cp, Dim::dp}), replicas);
-    failures->add_group("gpt/cp+dp/gather", mesh.group_ranks({Dim::cp, Dim::dp}));
+    failures->add_group("gpt/cp+dp", in_job(mesh.group_ranks({Dim::cp, Dim::dp})), replicas);
+    failures->add_group("gpt/cp+dp/gather", in_job(mesh.group_ranks({Dim::cp, Dim::dp})));
   }
-  failures->add_group("gpt/dp/gather", mesh.group_ranks({Dim::dp}));
+  failures->add_group("gpt/dp/gather", in_job(mesh.group_ranks({Dim::dp})));
   failures->add_group(
-      "gpt/tp+ep+pp", mesh.group_ranks({Dim::tp, Dim::ep, Dim::pp}),
+      "gpt/tp+ep+pp", in_job(mesh.group_ranks({Dim::tp, Dim::ep, Dim::pp})),
       o.tp * o.ep * o.pp > 1 ? mesh.group({Dim::tp, Dim::ep, Dim::pp}) : strata::Communicator());
-  const std::vector<int> stages = mesh.group_ranks({Dim::pp});
+  const std::vector<int> stages = in_job(mesh.group_ranks({Dim::pp}));
   failures->add_group("gpt/tied", {stages.front(), stages.back()}, tied);
 }
 

@@ -40,6 +40,12 @@ struct TrainOptions {
   bool recompute = false;          ///< activation checkpointing
   int prefetch = 1;                ///< stage 3 prefetch depth
   size_t bucket_bytes = 1u << 20;  ///< gradient bucket cap (the model is small)
+  strata::UpdateRule rule = strata::UpdateRule::adamw;  ///< the inner optimizer
+  /// DiLoCo (strata/diloco.hpp): `islands` replicas of this layout, ranks / islands each, every
+  /// island reading its share of the global batch; every `outer_every` steps their parameter
+  /// deltas averaged and applied by outer SGD (lr, Nesterov momentum). outer_every 0: off.
+  int islands = 1, outer_every = 0;
+  float outer_lr = 0.7f, outer_momentum = 0.9f;
 };
 
 /// The job's communicator under mpirun, torchrun or strata-run; run without a launcher, a group
@@ -49,14 +55,17 @@ strata::Communicator job_communicator();
 /// The learning rate of step s (0-based): linear warm-up to lr, cosine decay to min_lr.
 float learning_rate(const TrainOptions& o, int step);
 
-/// Checks the layout before anything runs: tp * ep * pp dividing `ranks`, ep dividing the experts,
-/// tp dividing the heads (and
-/// the sequence under sp), no more pipeline stages than layers, a schedule that accepts (p, m, v),
-/// a batch that divides into ep * dp * micro-batches. Throws std::invalid_argument with one line.
+/// Checks the layout before anything runs (`ranks`: the job's; each island's are ranks / islands):
+/// the islands dividing the ranks, DiLoCo's options, tp * ep * pp dividing an island's ranks, ep
+/// dividing the experts, tp dividing the heads (and the sequence under sp), no more pipeline stages
+/// than layers, a schedule that accepts (p, m, v), a batch that divides into ep * dp *
+/// micro-batches. Throws std::invalid_argument with one line.
 void check_layout(const TrainOptions& o, int ranks);
-/// Ranks that read their own sequences: ep * dp (cp ranks share theirs, each its positions).
+/// Ranks of `ranks` that read their own sequences: ep * dp in every island (cp ranks share
+/// theirs, each its positions).
 int data_ranks(const TrainOptions& o, int ranks);
-/// "tp2.pp2.dp2", "ep2.dp2", "cp2.a2a.dp2" (with ".sp", the schedule and ".v2" where they apply).
+/// "tp2.pp2.dp2", "ep2.dp2", "cp2.a2a.dp2" (with ".sp", the schedule and ".v2" where they apply;
+/// an island's layout, then ".islands2.h50" with DiLoCo).
 std::string layout_name(const TrainOptions& o, int ranks);
 
 /// What one optimizer step measured (loss averaged over the global batch).
@@ -111,6 +120,10 @@ struct StepReport {
     double a2a_bytes = 0, a2a_bytes_formula = 0, a2a_seconds = 0;
   };
   std::vector<Experts> experts;
+  /// DiLoCo: whether the step ended in an outer step, the bytes it moved between islands (this
+  /// rank's all-reduce, bus sense) and its seconds.
+  bool outer = false;
+  double outer_bytes = 0, outer_seconds = 0;
 };
 
 class Trainer {
@@ -122,7 +135,8 @@ class Trainer {
 
   /// Runs the next optimizer step (steps_done() is its index).
   StepReport step();
-  /// Mean validation loss over `batches` global batches (collective).
+  /// Mean validation loss over `batches` global batches (collective; with islands, each reads
+  /// its share of every batch and the islands' losses are averaged).
   float evaluate(int batches);
   int steps_done() const;
   /// Continues `prompt` by `n` characters, sampling at `temperature` (collective in stage 3).

@@ -55,8 +55,10 @@ void Trainer::Impl::launch_tied_reduction() {
 }
 
 void Trainer::Impl::load_batch(Split split, int step, int m) {
-  // This rank's place among the ranks reading their own data: its rank in the ep x dp group.
-  const int reader = mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp);
+  // This rank's place among the ranks reading their own data: its rank in the ep x dp group,
+  // after the earlier islands' readers.
+  const int reader = mesh.coord(strata::Dim::ep) + o.ep * mesh.coord(strata::Dim::dp) +
+                     islands.index * data_ranks(o, islands.island.size());
   const size_t first = size_t(reader) * size_t(o.micro_batches * micro) + size_t(m * micro);
   data.batch(split, o.seed, uint64_t(step), first, size_t(micro), o.model.ctx, tokens, targets);
   if (!cp) return;
@@ -272,6 +274,12 @@ StepReport Trainer::Impl::step() {
   const double tail_wait = std::chrono::duration<double>(t1 - passes_done).count();
   I.engine.set_learning_rate(r.lr);
   I.engine.step();
+  if (I.diloco) {
+    const strata::OuterStats before = I.diloco->stats();
+    r.outer = I.diloco->after_inner_step();
+    r.outer_bytes = I.diloco->stats().bytes - before.bytes;
+    r.outer_seconds = I.diloco->stats().seconds - before.seconds;
+  }
   const auto t2 = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(t2 - t0).count();
   r.pass_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -325,7 +333,10 @@ float Trainer::Impl::evaluate(int batches) {
     for (int m = 0; m < I.o.micro_batches; ++m)
       for (int c = 0; c < I.pipe.chunks(); ++c) sum += I.forward(m, c, b, Split::val, 0);
   I.pipe.finish_sends();
-  return float(I.reduce_loss(sum / (double(batches) * I.o.micro_batches)));
+  std::vector<double> loss{I.reduce_loss(sum / (double(batches) * I.o.micro_batches))};
+  if (I.islands.count > 1)
+    I.islands.across.all_reduce(strata::buffer(loss), strata::ReduceOp::avg).wait();
+  return float(loss[0]);
 }
 
 }  // namespace gpt

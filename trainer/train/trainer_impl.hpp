@@ -13,6 +13,7 @@
 #include "parallel/expert_parallel.hpp"
 #include "parallel/pipeline_parallel.hpp"
 #include "parallel/tensor_parallel.hpp"
+#include "strata/diloco.hpp"
 #include "strata/mesh.hpp"
 #include "train/failure_report.hpp"
 #include "train/gpt_trainer.hpp"
@@ -24,7 +25,7 @@ namespace gpt {
 // stage of a pipeline, the copy of the tied wte (first, so that its late gradient fills the last
 // bucket and holds back no other).
 struct Trainer::Impl {
-  Impl(strata::Communicator world, const CharCorpus& d, TrainOptions opt);
+  Impl(strata::Communicator job, const CharCorpus& d, TrainOptions opt);
 
   std::vector<strata::TensorSpec> local_specs();
   template <typename V, typename F>
@@ -49,12 +50,13 @@ struct Trainer::Impl {
   void take_axis_stats(StepReport& r);
   void tally_routing(int l, const Model::ExpertStats& st, double bytes0, double seconds0);
   void tally_exchange(int l, double bytes0, double seconds0);
-  void name_groups(strata::Communicator& world);
+  void name_groups(strata::Communicator& job);
   StepReport step();
   float evaluate(int batches);
 
   TrainOptions o;
   const CharCorpus& data;
+  strata::Islands islands;  // DiLoCo's split of the job; without it, one island: the job
   strata::Mesh mesh;
   strata::Communicator metrics, tied;   // tied: this pipeline's first and last stage (pp > 1)
   int micro;                            // sequences per micro-batch
@@ -73,6 +75,7 @@ struct Trainer::Impl {
   std::vector<std::vector<double>> routed;
   strata::Communicator replicas;  // the engine's group: dp, or cp x dp
   strata::ZeroEngine engine;
+  std::unique_ptr<strata::DiLoCo> diloco;  // null without DiLoCo
   std::vector<int> tokens, targets;
   std::optional<strata::Work> tied_work;  // the tied wte's gradient reduction, until awaited
   std::vector<size_t> averaging;          // engine tensors whose average over ep is in flight
