@@ -13,6 +13,7 @@
 
 #include "descent.hpp"
 #include "json_scan.hpp"
+#include "validate/report_format.hpp"
 
 namespace plan {
 namespace {
@@ -42,7 +43,7 @@ std::string bytes_verdict(const Bytes& b, const Measured& m) {
   const double predicted[5] = {b.tp, b.pp, b.dp, b.ep, b.cp};
   std::string r;
   for (int a = 0; a < 5; ++a) {
-    if (std::abs(m.bytes[a] - predicted[a]) <= 1e-9 * std::max(1.0, predicted[a])) continue;
+    if (gpt::rep::same(m.bytes[a], predicted[a])) continue;
     char s[48];
     std::snprintf(s, sizeof s, "%s%s %+.1f%%", r.empty() ? "" : ", ", kAxes[a],
                   predicted[a] > 0 ? (m.bytes[a] - predicted[a]) / predicted[a] * 100 : 100.0);

@@ -10,6 +10,7 @@
 #include "tests/mp/mp.hpp"
 #include "trainer/train/gpt_trainer.hpp"
 #include "trainer/validate/layouts.hpp"
+#include "trainer/validate/report_format.hpp"
 
 namespace {
 
@@ -28,9 +29,9 @@ std::vector<gpt::TrainOptions> layouts(int experts, int ranks) {
   return gpt::validate_layouts("", base, ranks);
 }
 
-// Whether `got` is `want` to the rounding of a sum of doubles.
+// Whether `got` is `want` to the rounding of a sum of doubles (validate's rule).
 ::testing::AssertionResult same(const char* what, double got, double want) {
-  if (std::abs(got - want) <= 1e-9 * std::max(1.0, want)) return ::testing::AssertionSuccess();
+  if (gpt::rep::same(got, want)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": measured " << got << ", predicted " << want;
 }
 
