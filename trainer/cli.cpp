@@ -62,6 +62,9 @@ islands (DiLoCo, docs/beyond-one-cluster.md):
   --islands K          K replicas of the layout, ranks / K each, each its share of the batch
   --outer-every H      an outer step every H steps (default 50 with --islands; 0: none)
   --outer-lr X  --outer-momentum X   outer SGD with Nesterov momentum (default 0.7, 0.9)
+  --outer-streaming F  the model in F fragments on staggered schedules, each exchange running
+                       behind the next step (Streaming DiLoCo; default 1: all at once)
+  --outer-dtype T      f32, bf16 or int8 (one scale per 256 values) for the exchange
 output:
   --eval-every N       validation loss every N steps (default 50; 0: never)
   --eval-batches N     batches per validation (default 4)
@@ -170,6 +173,15 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--outer-every", [&](auto& f, auto& v) { t.outer_every = non_negative(f, v); }},
       {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},
       {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = float(to_double(f, v)); }},
+      {"--outer-streaming", [&](auto& f, auto& v) { t.outer_fragments = positive(f, v); }},
+      {"--outer-dtype",
+       [&](auto& f, auto& v) {
+         if (v != "f32" && v != "bf16" && v != "int8")
+           throw std::invalid_argument(f + ": f32, bf16 or int8, got " + v);
+         t.outer_dtype = v == "f32"    ? strata::OuterDtype::f32
+                         : v == "bf16" ? strata::OuterDtype::bf16
+                                       : strata::OuterDtype::int8;
+       }},
       {"--eval-every", [&](auto& f, auto& v) { r.eval_every = non_negative(f, v); }},
       {"--eval-batches", [&](auto& f, auto& v) { r.eval_batches = positive(f, v); }},
       {"--sample", [&](auto& f, auto& v) { r.sample_chars = non_negative(f, v); }},

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "strata/communicator.hpp"
@@ -23,45 +25,65 @@ struct Islands {
 /// divide the world.
 Islands split_islands(Communicator& world, int k);
 
+/// The element type of the islands' exchange.
+enum class OuterDtype : uint8_t {
+  f32,   ///< an all-reduce of the float32 pseudo-gradients
+  bf16,  ///< each island's rounded to bfloat16 (relative error at most 2^-9), all-gathered
+  /// int8 with one float scale per 256 elements (the block's largest magnitude / 127: each value
+  /// off by at most half a step), all-gathered. Every island averages the K unpacked copies in
+  /// island order in float32, so all compute the same bits.
+  int8,
+};
+
 struct DiLoCoOptions {
-  int outer_every = 50;   ///< H: inner steps between outer steps
+  int outer_every = 50;   ///< H: inner steps between a fragment's exchanges
   float lr = 0.7f;        ///< outer learning rate
   float momentum = 0.9f;  ///< Nesterov momentum in [0, 1); 0 is plain SGD
+  /// Streaming DiLoCo (Douillard et al. 2025): the shard in F fragments of whole units (about
+  /// equal in size), fragment f exchanged at the inner steps t with t = H - f H / F (mod H), its
+  /// exchange running behind the next inner step and applied after it. 1: the whole shard at every
+  /// H-th step, applied at once.
+  int fragments = 1;
+  OuterDtype dtype = OuterDtype::f32;
 };
 
 /// What this rank's outer steps did.
 struct OuterStats {
-  int64_t outer_steps = 0;
-  double bytes = 0;    ///< moved over `across` by its all-reduces, nccl-tests' bus sense
-  double seconds = 0;  ///< spent in outer steps: the exchange and the update
+  int64_t outer_steps = 0;              ///< exchanges applied (one per fragment and period)
+  std::vector<int64_t> fragment_syncs;  ///< the same, per fragment
+  double bytes = 0;                     ///< moved over `across`, nccl-tests' bus sense
+  double seconds = 0;                   ///< spent in outer steps: packing, waiting and the update
 };
 
 /// DiLoCo's outer optimizer over a ZeroEngine. Each rank works on its engine's shard space
-/// (ZeroEngine::shard_params): pseudo-gradient = snapshot - now, averaged over `across`;
-/// momentum = mu momentum + it; new = snapshot - lr (it + mu momentum) (torch.optim.SGD with
-/// nesterov); new becomes the snapshot and the engine's parameters on every replica. The snapshot
-/// and momentum cost 8 bytes per owned parameter; the inner optimizer's state stays the island's.
+/// (ZeroEngine::shard_params), fragment by fragment: pseudo-gradient = snapshot - now, averaged
+/// over `across`; momentum = mu momentum + it; new = snapshot - lr (it + mu momentum)
+/// (torch.optim.SGD with nesterov); new becomes the snapshot and the engine's parameters (plus,
+/// when streaming, what the inner step taken during the exchange changed). Snapshot and momentum
+/// cost 8 bytes per owned parameter; the inner optimizer's state stays the island's.
 class DiLoCo {
  public:
   /// Collective over `across`, then the engine's group: every island starts from island 0's
   /// parameters (across's rank 0), the first snapshot. Throws strata::Error(invalid_argument)
-  /// naming an option out of range.
+  /// naming an option out of range (fragments above the units or above H among them).
   DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options = {});
-  /// After every engine.step(): the H-th call since the last outer step runs one (collective over
-  /// `across`, then the engine's group) and returns true.
+  /// Finishes an exchange still in flight (every island takes part in it) without applying it.
+  ~DiLoCo();
+  /// After every engine.step(): applies the exchange in flight, if any, then starts the
+  /// fragments due at this step (applying them at once unless streaming). Collective over
+  /// `across`, then the engine's group. Returns whether an exchange started.
   bool after_inner_step();
-  /// The outer step now, whatever the count.
-  void outer_step();
-  const OuterStats& stats() const { return stats_; }
-  const DiLoCoOptions& options() const { return options_; }
+  /// Applies the exchange in flight now (before reading the parameters at the end of training).
+  void flush();
+  /// Fragment f's engine units [first, last].
+  std::pair<size_t, size_t> fragment_units(int f) const;
+  const OuterStats& stats() const;
+  const DiLoCoOptions& options() const;
+
+  struct Impl;
 
  private:
-  ZeroEngine& engine_;
-  Communicator across_;
-  DiLoCoOptions options_;
-  std::vector<float> snapshot_, momentum_;
-  int inner_ = 0;  // inner steps since the last outer step
-  OuterStats stats_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace strata

@@ -1,10 +1,13 @@
 // DiLoCo's outer optimizer and the split of a job into islands (strata/diloco.hpp).
 #include "strata/diloco.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "sharding/fail.hpp"
+#include "sharding/outer_codec.hpp"
 
 namespace strata {
 
@@ -24,49 +27,178 @@ Islands split_islands(Communicator& world, int k) {
   return is;
 }
 
-DiLoCo::DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options)
-    : engine_(engine), across_(std::move(across)), options_(options) {
-  const auto bad = [&](const std::string& what) {
-    sharding::fail("DiLoCo", across_.rank(), what + " (group " + across_.name() + ")");
+// One fragment's exchange, from its start to its application: the pseudo-gradient (the
+// all-reduce's buffer, or the unpacked average), the parameters it started from, and the packed
+// copies of the quantised exchange.
+struct Exchange {
+  int fragment = -1;
+  std::optional<Work> work;
+  std::vector<float> delta, launched;
+  std::vector<uint8_t> send, recv;
+};
+
+struct DiLoCo::Impl {
+  struct Fragment {
+    size_t first_unit, last_unit, offset, size;  // units, and their span of shard space
+    int64_t due;                                 // exchanged when the inner step % H is this
   };
-  if (options_.outer_every < 1)
-    bad("outer_every " + std::to_string(options_.outer_every) + " (expected 1 or more)");
-  if (!(options_.lr > 0.0f) || !std::isfinite(options_.lr))
-    bad("outer lr " + std::to_string(options_.lr) + " (expected above 0)");
-  if (!(options_.momentum >= 0.0f && options_.momentum < 1.0f))
-    bad("outer momentum " + std::to_string(options_.momentum) + " (expected in [0, 1))");
-  snapshot_ = engine_.shard_params();
-  if (across_.size() > 1) {
-    across_.broadcast(buffer(snapshot_), 0).wait();
-    engine_.set_shard_params(snapshot_);
+
+  Impl(ZeroEngine& e, Communicator a, DiLoCoOptions opt)
+      : engine(e), across(std::move(a)), o(opt) {}
+
+  void check();
+  void split();
+  void launch(int f, const std::vector<float>& now);
+  void apply();
+
+  ZeroEngine& engine;
+  Communicator across;
+  DiLoCoOptions o;
+  std::vector<float> snapshot, momentum;
+  std::vector<Fragment> fragments;
+  int64_t inner = 0;  // inner steps so far
+  std::optional<Exchange> pending;
+  OuterStats stats;
+};
+
+void DiLoCo::Impl::check() {
+  const auto bad = [&](const std::string& what) {
+    sharding::fail("DiLoCo", across.rank(), what + " (group " + across.name() + ")");
+  };
+  if (o.outer_every < 1)
+    bad("outer_every " + std::to_string(o.outer_every) + " (expected 1 or more)");
+  if (!(o.lr > 0.0f) || !std::isfinite(o.lr))
+    bad("outer lr " + std::to_string(o.lr) + " (expected above 0)");
+  if (!(o.momentum >= 0.0f && o.momentum < 1.0f))
+    bad("outer momentum " + std::to_string(o.momentum) + " (expected in [0, 1))");
+  const size_t units = engine.layout().num_units();
+  if (o.fragments < 1 || size_t(o.fragments) > units || o.fragments > o.outer_every)
+    bad(std::to_string(o.fragments) + " fragments (expected 1 to the engine's " +
+        std::to_string(units) + " units and at most outer_every " + std::to_string(o.outer_every) +
+        ")");
+  if (o.dtype != OuterDtype::f32 && o.dtype != OuterDtype::bf16 && o.dtype != OuterDtype::int8)
+    bad("outer dtype " + std::to_string(int(o.dtype)));
+}
+
+// Whole units, each fragment closing once it holds its share of the shard (leaving a unit for
+// each fragment after it); fragment f is due H - f H / F steps into each period.
+void DiLoCo::Impl::split() {
+  const FlatLayout& L = engine.layout();
+  const size_t U = L.num_units(), F = size_t(o.fragments), total = L.shard_numel();
+  size_t u = 0, held = 0;
+  for (size_t f = 0; f < F; ++f) {
+    const size_t first = u;
+    do held += L.block_numel(u++);
+    while (u < U - (F - 1 - f) && held * F < (f + 1) * total);
+    if (f + 1 == F) u = U;
+    const size_t offset = L.shard_offset(first);
+    const size_t end = u < U ? L.shard_offset(u) : total;
+    const int64_t H = o.outer_every;
+    fragments.push_back(
+        {first, u - 1, offset, end - offset, (H - int64_t(f) * H / int64_t(F)) % H});
   }
-  momentum_.assign(snapshot_.size(), 0.0f);
+  stats.fragment_syncs.assign(F, 0);
+}
+
+void DiLoCo::Impl::launch(int f, const std::vector<float>& now) {
+  const Fragment& fr = fragments[size_t(f)];
+  Exchange x;
+  x.fragment = f;
+  x.launched.assign(now.begin() + long(fr.offset), now.begin() + long(fr.offset + fr.size));
+  x.delta.resize(fr.size);
+  for (size_t i = 0; i < fr.size; ++i) x.delta[i] = snapshot[fr.offset + i] - x.launched[i];
+  const int k = across.size();
+  if (o.dtype == OuterDtype::f32) {
+    if (k > 1) {
+      x.work = across.all_reduce(buffer(x.delta), ReduceOp::avg);
+      stats.bytes += all_reduce_bus_bytes(double(fr.size * sizeof(float)), k);
+    }
+  } else {
+    const size_t packed = sharding::packed_bytes(o.dtype, fr.size);
+    x.send.resize(packed);
+    sharding::pack(o.dtype, x.delta, x.send);
+    x.recv.resize(packed * size_t(k));
+    if (k > 1) {
+      x.work = across.all_gather(buffer(x.send), buffer(x.recv));
+      stats.bytes += gather_bus_bytes(double(x.recv.size()), k);
+    } else {
+      x.recv = x.send;
+    }
+  }
+  pending = std::move(x);
+}
+
+void DiLoCo::Impl::apply() {
+  Exchange x = std::move(*pending);
+  pending.reset();
+  if (x.work) x.work->wait();
+  const int k = across.size();
+  if (o.dtype != OuterDtype::f32) {  // every island's copy, in island order
+    std::fill(x.delta.begin(), x.delta.end(), 0.0f);
+    for (int i = 0; i < k; ++i)
+      sharding::unpack_add(o.dtype, {x.recv.data() + size_t(i) * x.send.size(), x.send.size()},
+                           x.delta);
+    for (float& d : x.delta) d /= float(k);
+  }
+  const Fragment& fr = fragments[size_t(x.fragment)];
+  std::vector<float> now = engine.shard_params();
+  const float mu = o.momentum;
+  for (size_t i = 0; i < fr.size; ++i) {
+    const size_t j = fr.offset + i;
+    momentum[j] = mu * momentum[j] + x.delta[i];
+    snapshot[j] -= o.lr * (x.delta[i] + mu * momentum[j]);
+    now[j] = snapshot[j] + (now[j] - x.launched[i]);  // + the inner step taken meanwhile, if any
+  }
+  engine.set_shard_params(now);
+  ++stats.outer_steps;
+  ++stats.fragment_syncs[size_t(x.fragment)];
+}
+
+DiLoCo::DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(across), options)) {
+  Impl& I = *impl_;
+  I.check();
+  I.split();
+  I.snapshot = I.engine.shard_params();
+  if (I.across.size() > 1) {
+    I.across.broadcast(buffer(I.snapshot), 0).wait();
+    I.engine.set_shard_params(I.snapshot);
+  }
+  I.momentum.assign(I.snapshot.size(), 0.0f);
+}
+
+DiLoCo::~DiLoCo() {
+  if (impl_->pending && impl_->pending->work) try {
+      impl_->pending->work->wait();
+    } catch (const Error&) {  // already reported to whoever waited on the communicator
+    }
 }
 
 bool DiLoCo::after_inner_step() {
-  if (++inner_ < options_.outer_every) return false;
-  outer_step();
-  return true;
+  Impl& I = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  ++I.inner;
+  if (I.pending) I.apply();
+  bool started = false;
+  for (size_t f = 0; f < I.fragments.size(); ++f) {
+    if (I.inner % I.o.outer_every != I.fragments[f].due) continue;
+    I.launch(int(f), I.engine.shard_params());
+    if (I.fragments.size() == 1) I.apply();  // not streaming: at once
+    started = true;
+  }
+  I.stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return started;
 }
 
-void DiLoCo::outer_step() {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> delta = engine_.shard_params();
-  for (size_t i = 0; i < delta.size(); ++i) delta[i] = snapshot_[i] - delta[i];
-  const int k = across_.size();
-  if (k > 1) {
-    across_.all_reduce(buffer(delta), ReduceOp::avg).wait();
-    stats_.bytes += all_reduce_bus_bytes(double(delta.size() * sizeof(float)), k);
-  }
-  const float mu = options_.momentum, lr = options_.lr;
-  for (size_t i = 0; i < delta.size(); ++i) {
-    momentum_[i] = mu * momentum_[i] + delta[i];
-    snapshot_[i] -= lr * (delta[i] + mu * momentum_[i]);
-  }
-  engine_.set_shard_params(snapshot_);
-  inner_ = 0;
-  ++stats_.outer_steps;
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+void DiLoCo::flush() {
+  if (impl_->pending) impl_->apply();
 }
+
+std::pair<size_t, size_t> DiLoCo::fragment_units(int f) const {
+  const Impl::Fragment& fr = impl_->fragments.at(size_t(f));
+  return {fr.first_unit, fr.last_unit};
+}
+const OuterStats& DiLoCo::stats() const { return impl_->stats; }
+const DiLoCoOptions& DiLoCo::options() const { return impl_->o; }
 
 }  // namespace strata

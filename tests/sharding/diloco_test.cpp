@@ -98,6 +98,144 @@ TEST(DiLoCo, OuterStepsFollowTheNesterovFormulaOnEveryStage) {
   }
 }
 
+// Where each unit's elements are in full_params() (tensor order, unpadded): W then b.
+std::vector<std::pair<size_t, size_t>> unit_spans(const shtest::Mlp& m) {
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t at = 0;
+  for (size_t l = 0; l < m.layers(); ++l) {
+    const size_t n = m.dims[l + 1] * (m.dims[l] + 1);
+    spans.push_back({at, at + n});
+    at += n;
+  }
+  return spans;
+}
+
+// Every island's full parameters, island by island.
+std::vector<float> every_island(strata::Islands& is, ZeroEngine& e) {
+  std::vector<float> mine = e.full_params(), all(mine.size() * size_t(is.count));
+  is.across.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
+  return all;
+}
+
+TEST(DiLoCo, StreamingFragmentsSyncOncePerPeriodAndLandAfterTheNextStep) {
+  auto& w = mp::world();
+  const int k = island_count(w.size());
+  strata::Islands is = strata::split_islands(w, k);
+  const int per = w.size() / k, H = 4, F = 2, periods = 3;
+  const float lr = 0.7f, mu = 0.9f;
+  shtest::Mlp m;
+  const auto spans = unit_spans(m);
+  for (int stage : {0, 1, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    ZeroEngine e(is.island, m.specs(), options(stage));
+    shtest::init_engine(m, e);
+    DiLoCo d(e, is.across, {.outer_every = H, .lr = lr, .momentum = mu, .fragments = F});
+    // Fragment f's elements in full_params().
+    std::vector<std::pair<size_t, size_t>> frag;
+    for (int f = 0; f < F; ++f) {
+      const auto [a, b] = d.fragment_units(f);
+      frag.push_back({spans[a].first, spans[b].second});
+    }
+    ASSERT_EQ(frag[0].first, 0u);
+    ASSERT_EQ(frag[0].second, frag[1].first);
+    ASSERT_EQ(frag[1].second, spans.back().second);
+    std::vector<float> p0 = e.full_params();
+    const size_t n = p0.size();
+    std::vector<double> snap(p0.begin(), p0.end()), mom(n, 0.0);
+    int pending = -1;           // the fragment whose exchange the reference has in flight
+    std::vector<float> launch;  // every island's parameters when it started
+    // The formula for the exchange in flight, with this island's inner step since added.
+    const auto expected = [&](const std::vector<float>& now) {
+      std::vector<float> want = now;
+      const size_t me = size_t(is.index) * n;
+      for (size_t j = frag[size_t(pending)].first; j < frag[size_t(pending)].second; ++j) {
+        double avg = 0;
+        for (int i = 0; i < k; ++i) avg += snap[j] - double(launch[size_t(i) * n + j]);
+        avg /= k;
+        mom[j] = mu * mom[j] + avg;
+        snap[j] -= lr * (avg + mu * mom[j]);
+        want[j] = float(snap[j] + (double(now[j]) - double(launch[me + j])));
+      }
+      return want;
+    };
+    const auto check = [&](const std::vector<float>& want, const std::string& when) {
+      const std::vector<float> got = e.full_params();
+      double d2 = 0, n2 = 0;
+      for (size_t j = 0; j < n; ++j)
+        d2 += (double(got[j]) - want[j]) * (double(got[j]) - want[j]),
+            n2 += double(want[j]) * want[j];
+      EXPECT_LT(std::sqrt(d2 / n2), 2e-6) << when;
+    };
+    for (int t = 1; t <= periods * H; ++t) {
+      shtest::train_step(m, e, t - 1, is.index * per + is.island.rank(), w.size());
+      const std::vector<float> all = every_island(is, e);
+      const std::vector<float> now(all.begin() + long(size_t(is.index) * n),
+                                   all.begin() + long(size_t(is.index + 1) * n));
+      std::vector<float> want = now;
+      if (pending >= 0) want = expected(now);
+      const int due = t % H == 0 ? 0 : t % H == H / 2 ? 1 : -1;  // H - f H / F (mod H)
+      EXPECT_EQ(d.after_inner_step(), due >= 0) << "step " << t;
+      check(want, "after step " + std::to_string(t));
+      pending = due;
+      if (due >= 0) launch = all;
+    }
+    const std::vector<float> now = e.full_params();
+    const std::vector<float> want = expected(now);
+    d.flush();
+    check(want, "flushed");
+    EXPECT_EQ(d.stats().fragment_syncs, std::vector<int64_t>(F, periods));
+    EXPECT_EQ(d.stats().outer_steps, F * periods);
+  }
+}
+
+TEST(DiLoCo, QuantisedExchangesStayWithinTheirStatedBounds) {
+  auto& w = mp::world();
+  const int k = island_count(w.size());
+  strata::Islands is = strata::split_islands(w, k);
+  const int per = w.size() / k, H = 2;
+  shtest::Mlp m;
+  for (strata::OuterDtype dtype : {strata::OuterDtype::bf16, strata::OuterDtype::int8}) {
+    const bool int8 = dtype == strata::OuterDtype::int8;
+    SCOPED_TRACE(int8 ? "int8" : "bf16");
+    ZeroEngine e(is.island, m.specs(), options(2));
+    shtest::init_engine(m, e);
+    // Averaging (lr 1, momentum 0): new = snapshot - the average of the unpacked deltas.
+    DiLoCo d(e, is.across, {.outer_every = H, .lr = 1.0f, .momentum = 0.0f, .dtype = dtype});
+    const std::vector<float> snap = e.full_params();
+    const size_t n = snap.size();
+    for (int t = 0; t < H; ++t) {
+      shtest::train_step(m, e, t, is.index * per + is.island.rank(), w.size());
+      if (t + 1 < H) EXPECT_FALSE(d.after_inner_step());
+    }
+    const std::vector<float> all = every_island(is, e);
+    EXPECT_TRUE(d.after_inner_step());
+    const std::vector<float> got = e.full_params();
+    // int8: each value off by at most half its block's step, the block's largest magnitude / 254,
+    // bounded here by the island's largest; bf16: by 2^-8 of itself. The average's error is the
+    // mean of the islands', plus float32's roundings of the average and the subtraction.
+    std::vector<double> biggest(size_t(k), 0.0);
+    for (int i = 0; i < k; ++i)
+      for (size_t j = 0; j < n; ++j)
+        biggest[size_t(i)] =
+            std::max(biggest[size_t(i)], std::fabs(double(snap[j]) - all[size_t(i) * n + j]));
+    size_t moved = 0;
+    for (size_t j = 0; j < n; ++j) {
+      double avg = 0, bound = 0;
+      for (int i = 0; i < k; ++i) {
+        const double delta = double(snap[j]) - all[size_t(i) * n + j];
+        avg += delta / k;
+        bound += (int8 ? biggest[size_t(i)] / 254 : std::fabs(delta) * 0x1p-8) / k;
+      }
+      const double want = double(snap[j]) - avg;
+      bound += 8 * 0x1p-24 * (std::fabs(snap[j]) + std::fabs(avg));
+      ASSERT_LE(std::fabs(got[j] - want), bound) << "element " << j;
+      moved += std::fabs(got[j] - want) > 8 * 0x1p-24 * std::fabs(want);
+    }
+    EXPECT_GT(moved, 0u) << "the quantisation rounded nothing: the test would not see it";
+    EXPECT_TRUE(mp::identical_on_all_ranks(w, got.data(), got.size() * sizeof(float)));
+  }
+}
+
 TEST(DiLoCo, RefusesBadOptionsAndIslandCountsNamingThem) {
   auto& w = mp::world();
   const auto message = [](auto f) -> std::string {
@@ -121,6 +259,12 @@ TEST(DiLoCo, RefusesBadOptionsAndIslandCountsNamingThem) {
   EXPECT_NE(message([&] { DiLoCo(e, is.across, {.lr = 0.0f}); }).find("outer lr"),
             std::string::npos);
   EXPECT_NE(message([&] { DiLoCo(e, is.across, {.momentum = 1.0f}); }).find("outer momentum 1"),
+            std::string::npos);
+  EXPECT_NE(message([&] { DiLoCo(e, is.across, {.fragments = 5}); }).find("5 fragments"),
+            std::string::npos);  // the model has 4 units
+  EXPECT_NE(message([&] {
+              DiLoCo(e, is.across, {.outer_every = 2, .fragments = 3});
+            }).find("at most outer_every 2"),
             std::string::npos);
 }
 

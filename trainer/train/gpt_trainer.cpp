@@ -61,6 +61,9 @@ void check_layout(const TrainOptions& o, int job_ranks) {
   if (o.outer_every < 0 || (o.outer_every > 0 && (!(o.outer_lr > 0) || !(o.outer_momentum >= 0) ||
                                                   !(o.outer_momentum < 1))))
     refuse("DiLoCo: --outer-every must be >= 0, --outer-lr > 0, --outer-momentum in [0, 1)");
+  if (o.outer_fragments < 1 || (o.outer_every > 0 && o.outer_fragments > o.outer_every))
+    refuse("--outer-streaming " + std::to_string(o.outer_fragments) +
+           ": 1 to --outer-every fragments");
   const int ranks = job_ranks / o.islands;  // an island's
   const Config& c = o.model;
   const int split = o.tp * o.cp * o.ep * o.pp;
@@ -137,6 +140,9 @@ std::string layout_name(const TrainOptions& o, int job_ranks) {
   if (o.stage > 0) n += ".zero" + std::to_string(o.stage);
   if (o.outer_every > 0)
     n += ".islands" + std::to_string(o.islands) + ".h" + std::to_string(o.outer_every);
+  if (o.outer_every > 0 && o.outer_fragments > 1) n += ".f" + std::to_string(o.outer_fragments);
+  if (o.outer_every > 0 && o.outer_dtype != strata::OuterDtype::f32)
+    n += o.outer_dtype == strata::OuterDtype::bf16 ? ".bf16" : ".int8";
   return n;
 }
 
@@ -208,10 +214,12 @@ Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions 
     engine.set_param(t, slice(g, init_tensor(o.model, o.seed, g)));
   }
   if (o.outer_every > 0)
-    diloco = std::make_unique<strata::DiLoCo>(
-        engine, islands.across,
-        strata::DiLoCoOptions{
-            .outer_every = o.outer_every, .lr = o.outer_lr, .momentum = o.outer_momentum});
+    diloco = std::make_unique<strata::DiLoCo>(engine, islands.across,
+                                              strata::DiLoCoOptions{.outer_every = o.outer_every,
+                                                                    .lr = o.outer_lr,
+                                                                    .momentum = o.outer_momentum,
+                                                                    .fragments = o.outer_fragments,
+                                                                    .dtype = o.outer_dtype});
 }
 
 // This rank's part of tensor g (an index into param_specs) given its whole value: its block of

@@ -13,6 +13,7 @@
 #include "model/gpt_model.hpp"
 #include "parallel/context_parallel.hpp"
 #include "parallel/pipeline_schedule.hpp"
+#include "strata/diloco.hpp"
 #include "strata/mesh.hpp"
 #include "strata/sharding.hpp"
 #include "train/char_data.hpp"
@@ -46,6 +47,8 @@ struct TrainOptions {
   /// deltas averaged and applied by outer SGD (lr, Nesterov momentum). outer_every 0: off.
   int islands = 1, outer_every = 0;
   float outer_lr = 0.7f, outer_momentum = 0.9f;
+  int outer_fragments = 1;  ///< Streaming DiLoCo's fragments (1: the whole model at once)
+  strata::OuterDtype outer_dtype = strata::OuterDtype::f32;  ///< the exchange's element type
 };
 
 /// The job's communicator under mpirun, torchrun or strata-run; run without a launcher, a group

@@ -277,6 +277,7 @@ StepReport Trainer::Impl::step() {
   if (I.diloco) {
     const strata::OuterStats before = I.diloco->stats();
     r.outer = I.diloco->after_inner_step();
+    if (I.engine.steps_done() == I.o.steps) I.diloco->flush();  // the last exchange lands now
     r.outer_bytes = I.diloco->stats().bytes - before.bytes;
     r.outer_seconds = I.diloco->stats().seconds - before.seconds;
   }
