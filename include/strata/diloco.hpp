@@ -64,7 +64,8 @@ struct OuterStats {
 class DiLoCo {
  public:
   /// Collective over `across`, then the engine's group: every island starts from island 0's
-  /// parameters (across's rank 0), the first snapshot. Throws strata::Error(invalid_argument)
+  /// parameters (across's rank 0), the first snapshot; sent only where a hash shows an island's
+  /// differ (a trainer's islands start alike from one seed). Throws strata::Error(invalid_argument)
   /// naming an option out of range (fragments above the units or above H among them).
   DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options = {});
   /// Finishes an exchange still in flight (every island takes part in it) without applying it.

@@ -48,6 +48,7 @@ struct DiLoCo::Impl {
 
   void check();
   void split();
+  bool same_on_every_island();
   void launch(int f, const std::vector<float>& now);
   void apply();
 
@@ -98,6 +99,17 @@ void DiLoCo::Impl::split() {
         {first, u - 1, offset, end - offset, (H - int64_t(f) * H / int64_t(F)) % H});
   }
   stats.fragment_syncs.assign(F, 0);
+}
+
+// Whether every island's snapshot has the same bits (the same seed made them): a hash each,
+// 8 bytes across instead of the whole model.
+bool DiLoCo::Impl::same_on_every_island() {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  const auto* b = reinterpret_cast<const unsigned char*>(snapshot.data());
+  for (size_t i = 0; i < snapshot.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  std::vector<uint64_t> all(size_t(across.size()));
+  across.all_gather(buffer(std::span<uint64_t>(&h, 1)), buffer(all)).wait();
+  return std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == all[0]; });
 }
 
 void DiLoCo::Impl::launch(int f, const std::vector<float>& now) {
@@ -160,8 +172,9 @@ DiLoCo::DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options)
   I.check();
   I.split();
   I.snapshot = I.engine.shard_params();
-  if (I.across.size() > 1) {
+  if (I.across.size() > 1 && !I.same_on_every_island()) {
     I.across.broadcast(buffer(I.snapshot), 0).wait();
+    I.stats.bytes += double(I.snapshot.size() * sizeof(float));
     I.engine.set_shard_params(I.snapshot);
   }
   I.momentum.assign(I.snapshot.size(), 0.0f);
