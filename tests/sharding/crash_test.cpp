@@ -59,15 +59,6 @@ strata::Communicator join(int rank, int size, std::unique_ptr<strata::TcpStoreSe
   return strata::Communicator::create(store, rank, size, co);
 }
 
-strata::ZeroOptions options(int stage) {
-  strata::ZeroOptions o;
-  o.stage = stage;
-  o.buckets.cap_bytes = 260;
-  o.buckets.first_cap_bytes = 100;
-  o.adamw.lr = 1e-2f;
-  return o;
-}
-
 void pause_rank1_after_its_shard(const char* point, int rank) {
   if (rank != 1 || std::string(point) != "shard_written") return;
   std::ofstream(g_dir + "/paused") << "1";
@@ -80,7 +71,7 @@ void pause_rank1_after_its_shard(const char* point, int rank) {
     std::unique_ptr<strata::TcpStoreServer> server;
     strata::Communicator c = join(rank, 2, server, "save");
     shtest::Mlp m;
-    strata::ZeroEngine e(c, m.specs(), options(3));
+    strata::ZeroEngine e(c, m.specs(), shtest::engine_options(3));
     shtest::init_engine(m, e);
     for (int s = 0; s < 3; ++s) shtest::train_step(m, e, s, rank, 2);
     e.save(g_dir + "/ckpt");
@@ -100,7 +91,7 @@ void pause_rank1_after_its_shard(const char* point, int rank) {
     std::unique_ptr<strata::TcpStoreServer> server;
     strata::Communicator c = join(0, 1, server, "resume");
     shtest::Mlp m;
-    strata::ZeroEngine e(c, m.specs(), options(1));
+    strata::ZeroEngine e(c, m.specs(), shtest::engine_options(1));
     e.load(g_dir + "/ckpt");
     if (e.steps_done() == 3) {
       for (int s = 3; s < 5; ++s) shtest::train_step(m, e, s, 0, 1);
@@ -153,7 +144,7 @@ TEST(CheckpointCrash, KillDuringSaveLeavesTheLastCompleteCheckpointLoadable) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resuming rank failed";
 
   shtest::Mlp m;
-  const auto want = shtest::concat(shtest::reference(m, options(0).adamw, 5));
+  const auto want = shtest::concat(shtest::reference(m, shtest::engine_options(0).adamw, 5));
   std::vector<float> got(want.size());
   std::ifstream(g_dir + "/result.bin", std::ios::binary)
       .read(reinterpret_cast<char*>(got.data()), std::streamsize(got.size() * 4));

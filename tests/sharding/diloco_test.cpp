@@ -16,15 +16,6 @@ using strata::ZeroEngine;
 
 int island_count(int world) { return world % 2 == 0 ? 2 : world; }
 
-strata::ZeroOptions options(int stage) {
-  strata::ZeroOptions o;
-  o.stage = stage;
-  o.buckets.cap_bytes = 260;
-  o.buckets.first_cap_bytes = 100;
-  o.adamw.lr = 1e-2f;
-  return o;
-}
-
 // ||got - want|| / ||want||.
 double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
   double d = 0, n = 0;
@@ -47,7 +38,7 @@ TEST(DiLoCo, OuterStepsFollowTheNesterovFormulaOnEveryStage) {
   shtest::Mlp m;
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    ZeroEngine e(is.island, m.specs(), options(stage));
+    ZeroEngine e(is.island, m.specs(), shtest::engine_options(stage));
     for (size_t t = 0; t < 2 * m.layers(); ++t) {  // islands start apart: 1, 2, 3 x the init
       std::vector<float> v = m.init(t);
       for (float& x : v) x *= float(1 + is.index);
@@ -130,7 +121,7 @@ TEST(DiLoCo, StreamingFragmentsSyncOncePerPeriodAndLandAfterTheNextStep) {
   const auto spans = unit_spans(m);
   for (int stage : {0, 1, 3}) {
     SCOPED_TRACE("stage " + std::to_string(stage));
-    ZeroEngine e(is.island, m.specs(), options(stage));
+    ZeroEngine e(is.island, m.specs(), shtest::engine_options(stage));
     shtest::init_engine(m, e);
     DiLoCo d(e, is.across, {.outer_every = H, .lr = lr, .momentum = mu, .fragments = F});
     EXPECT_EQ(d.stats().bytes, 0.0) << "islands that start alike send nothing at the start";
@@ -201,7 +192,7 @@ TEST(DiLoCo, QuantisedExchangesStayWithinTheirStatedBounds) {
   for (strata::OuterDtype dtype : {strata::OuterDtype::bf16, strata::OuterDtype::int8}) {
     const bool int8 = dtype == strata::OuterDtype::int8;
     SCOPED_TRACE(int8 ? "int8" : "bf16");
-    ZeroEngine e(is.island, m.specs(), options(2));
+    ZeroEngine e(is.island, m.specs(), shtest::engine_options(2));
     shtest::init_engine(m, e);
     // Averaging (lr 1, momentum 0): new = snapshot - the average of the unpacked deltas.
     DiLoCo d(e, is.across, {.outer_every = H, .lr = 1.0f, .momentum = 0.0f, .dtype = dtype});
@@ -258,7 +249,7 @@ TEST(DiLoCo, RefusesBadOptionsAndIslandCountsNamingThem) {
             std::string::npos);
   strata::Islands is = strata::split_islands(w, island_count(w.size()));
   shtest::Mlp m;
-  ZeroEngine e(is.island, m.specs(), options(1));
+  ZeroEngine e(is.island, m.specs(), shtest::engine_options(1));
   shtest::init_engine(m, e);
   EXPECT_NE(message([&] { DiLoCo(e, is.across, {.outer_every = 0}); }).find("outer_every 0"),
             std::string::npos);

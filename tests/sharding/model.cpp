@@ -131,6 +131,15 @@ std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptio
   return p;
 }
 
+strata::ZeroOptions engine_options(int stage) {
+  strata::ZeroOptions o;
+  o.stage = stage;
+  o.buckets.cap_bytes = 260;
+  o.buckets.first_cap_bytes = 100;
+  o.adamw.lr = 1e-2f;
+  return o;
+}
+
 std::vector<float> concat(const std::vector<std::vector<float>>& v) {
   std::vector<float> out;
   for (auto& x : v) out.insert(out.end(), x.begin(), x.end());

@@ -44,6 +44,8 @@ std::vector<float> loss_grad(const std::vector<float>& y, const Batch& b);
 /// (`global_batch` must divide by `world`).
 void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int world,
                 size_t global_batch = kGlobalBatch);
+/// ZeroOptions for this model: `stage`, buckets small enough that it fills several, lr 1e-2.
+strata::ZeroOptions engine_options(int stage);
 /// Sets every parameter of `e` to the model's initial values.
 void init_engine(const Mlp& m, strata::ZeroEngine& e);
 
