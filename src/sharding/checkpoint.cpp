@@ -28,12 +28,6 @@ void hook(const char* point, int rank) {
   if (g_hook) g_hook(point, rank);
 }
 
-uint64_t fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 std::string errno_text() { return std::strerror(errno); }
 
 void fsync_dir(const std::string& dir, int rank) {
@@ -254,6 +248,12 @@ void CheckpointReader::read(Array a, size_t u, size_t begin, size_t count, float
     const int q = int(i / blk);
     dst[k] = shard(q)[size_t(a) * S + saved_->shard_offset(u) + i % blk];
   }
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }
 
 }  // namespace strata::sharding

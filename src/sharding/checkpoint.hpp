@@ -50,6 +50,9 @@ class CheckpointReader {
   std::map<int, std::vector<float>> loaded_;  // verified shard files: params, m, v back to back
 };
 
+/// FNV-1a 64 of n bytes: the checkpoint files' checksum, DiLoCo's start comparison.
+uint64_t fnv1a(const uint8_t* p, size_t n);
+
 namespace testing {
 /// Test hook called during save at named points ("shard_written", "manifest_written").
 using SaveHook = void (*)(const char* point, int rank);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 
+#include "sharding/checkpoint.hpp"
 #include "sharding/fail.hpp"
 #include "sharding/outer_codec.hpp"
 
@@ -104,9 +105,8 @@ void DiLoCo::Impl::split() {
 // Whether every island's snapshot has the same bits (the same seed made them): a hash each,
 // 8 bytes across instead of the whole model.
 bool DiLoCo::Impl::same_on_every_island() {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  const auto* b = reinterpret_cast<const unsigned char*>(snapshot.data());
-  for (size_t i = 0; i < snapshot.size() * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  uint64_t h = sharding::fnv1a(reinterpret_cast<const uint8_t*>(snapshot.data()),
+                               snapshot.size() * sizeof(float));
   std::vector<uint64_t> all(size_t(across.size()));
   across.all_gather(buffer(std::span<uint64_t>(&h, 1)), buffer(all)).wait();
   return std::all_of(all.begin(), all.end(), [&](uint64_t x) { return x == all[0]; });
