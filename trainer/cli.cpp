@@ -58,6 +58,9 @@ layout (dp = ranks / (tp * cp * ep * pp)):
   --bucket-kb N        gradient bucket size in KiB (default 1024)
   --recompute          recompute activations in the backward pass
   --optimizer adamw|sgd  the (inner) optimizer: AdamW, or SGD without momentum (default adamw)
+  --offload-optimizer disk:DIR  AdamW's moments in a scratch file in DIR, streamed through a
+                       window (ZeRO-Offload to disk; results bit-identical)
+  --offload-window MiB the resident window of the offloaded state (default 64)
 islands (DiLoCo, docs/beyond-one-cluster.md):
   --islands K          K replicas of the layout, ranks / K each, each its share of the batch
   --outer-every H      an outer step every H steps (default 50 with --islands; 0: none)
@@ -169,6 +172,14 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
            throw std::invalid_argument(f + ": adamw or sgd, got " + v);
          t.rule = v == "sgd" ? strata::UpdateRule::sgd : strata::UpdateRule::adamw;
        }},
+      {"--offload-optimizer",
+       [&](auto& f, auto& v) {
+         if (v.rfind("disk:", 0) != 0 || v.size() == 5)
+           throw std::invalid_argument(f + ": disk:DIR, got '" + v + "'");
+         t.offload.optimizer_dir = v.substr(5);
+       }},
+      {"--offload-window",
+       [&](auto& f, auto& v) { t.offload.window_bytes = size_t(positive(f, v)) << 20; }},
       {"--islands", [&](auto& f, auto& v) { t.islands = positive(f, v); }},
       {"--outer-every", [&](auto& f, auto& v) { t.outer_every = non_negative(f, v); }},
       {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},

@@ -164,6 +164,14 @@ enum class UpdateRule : uint8_t {
   sgd,
 };
 
+/// Optimizer-state offload (ZeRO-Offload to disk): this rank's AdamW moments live in a scratch
+/// file in `optimizer_dir` (created and removed by the engine) and stream through a resident
+/// window of `window_bytes`, read ahead and written behind the update. Results are bit-identical.
+struct OffloadOptions {
+  std::string optimizer_dir;               ///< empty: the moments stay in memory
+  size_t window_bytes = size_t(64) << 20;  ///< three chunks of m and v; at least 192 bytes
+};
+
 struct ZeroOptions {
   int stage = 0;  ///< 0: DDP, 1: shard optimizer state, 2: + gradients, 3: + parameters
   BucketOptions buckets;
@@ -175,12 +183,15 @@ struct ZeroOptions {
   /// slice): clipping sums the squared gradient norm over them too, so it sees the whole model.
   /// Empty: this engine's tensors are the whole model.
   Communicator grad_norm_group;
+  OffloadOptions offload;
 };
 
 /// Bytes per rank. Stage 3 adds resident units to param_bytes; peak_gathered_bytes is the most
-/// gathered (non-resident) parameter memory alive at once.
+/// gathered (non-resident) parameter memory alive at once. With offload, optimizer_bytes is the
+/// window and offloaded_bytes what the file holds.
 struct MemoryReport {
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, peak_gathered_bytes = 0;
+  size_t offloaded_bytes = 0;
 };
 
 /// Every tensor's parameters and AdamW moments, unpadded, in tensor order, and the steps taken:

@@ -3,6 +3,7 @@
 //   stage 1: full params, full grads (all-reduce), moments of the shard; params all-gathered
 //   stage 2: full params, grad shard (reduce-scatter), moments of the shard; params all-gathered
 //   stage 3: param shard (units gathered on demand), grad shard, moments of the shard
+// The moments live in a MomentStore: in memory, or offloaded to a file.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,11 +12,13 @@
 #include "sharding/adamw.hpp"
 #include "sharding/checkpoint.hpp"
 #include "sharding/fail.hpp"
+#include "sharding/moment_store.hpp"
 #include "sharding/unit_gatherer.hpp"
 
 namespace strata {
 
 using sharding::fail;
+using sharding::MomentStore;
 
 class ZeroEngine::Impl {
  public:
@@ -24,8 +27,9 @@ class ZeroEngine::Impl {
     if (o.stage < 0 || o.stage > 3)
       fail("ZeroEngine", comm_.rank(), "stage " + std::to_string(o.stage) + " (expected 0-3)");
     const size_t owned = o.stage == 0 ? layout_.padded_numel() : layout_.shard_numel();
-    m_.assign(owned, 0.0f);
-    v_.assign(owned, 0.0f);
+    moments_ = o.offload.optimizer_dir.empty()
+                   ? MomentStore::in_memory(owned)
+                   : MomentStore::on_disk(owned, o.offload, comm_.rank());
     if (o.stage == 3)
       shard_params_.assign(layout_.shard_numel(), 0.0f);
     else
@@ -55,7 +59,10 @@ class ZeroEngine::Impl {
   void set_param(size_t t, std::span<const float> value) {
     check_value(t, "set_param", value);
     await_all_params();
-    write_owned(opt_.stage < 3 ? full_params_ : shard_params_, opt_.stage < 3, t, value);
+    std::vector<float>& p = opt_.stage < 3 ? full_params_ : shard_params_;
+    for_owned_part(opt_.stage < 3, t, [&](size_t own, size_t from, size_t n) {
+      std::copy_n(value.data() + from, n, p.data() + own);
+    });
     if (gatherer_) gatherer_->invalidate();
   }
 
@@ -64,8 +71,10 @@ class ZeroEngine::Impl {
     set_param(t, p);
     check_value(t, "set_state", m);
     check_value(t, "set_state", v);
-    write_owned(m_, opt_.stage == 0, t, m);
-    write_owned(v_, opt_.stage == 0, t, v);
+    for_owned_part(opt_.stage == 0, t, [&](size_t own, size_t from, size_t n) {
+      moments_->write(MomentStore::m, own, n, m.data() + from);
+      moments_->write(MomentStore::v, own, n, v.data() + from);
+    });
   }
   void set_steps_done(int64_t steps) {
     if (steps < 0) fail("ZeroEngine.set_steps_done", rank(), "negative step count");
@@ -74,6 +83,7 @@ class ZeroEngine::Impl {
 
   void begin_pass(bool forward) {
     if (gatherer_) gatherer_->set_forward(forward);
+    if (!forward && opt_.rule == UpdateRule::adamw) moments_->prefetch();  // read behind backward
   }
   void gather(size_t u) {
     if (u >= layout_.num_units()) fail("ZeroEngine.gather", rank(), "no unit " + std::to_string(u));
@@ -105,12 +115,16 @@ class ZeroEngine::Impl {
     ++steps_;
     const double norm = grad_norm();
     const float scale = sharding::clip_factor(opt_.adamw, norm);
-    for_each_owned([&](size_t, float* p, const float* g, float* m, float* v, size_t n) {
-      if (opt_.rule == UpdateRule::sgd)
-        sharding::sgd_update(opt_.adamw, scale, p, g, n);
-      else
-        sharding::adamw_update(opt_.adamw, steps_, scale, p, g, m, v, n);
+    for_each_owned([&](size_t, size_t own, float* p, const float* g, size_t n) {
+      if (opt_.rule == UpdateRule::sgd) return sharding::sgd_update(opt_.adamw, scale, p, g, n);
+      for (size_t i = 0; i < n;) {  // the moments come a chunk at a time when offloaded
+        const MomentStore::Slice mv = moments_->map(own + i);
+        const size_t k = std::min(mv.n, n - i);
+        sharding::adamw_update(opt_.adamw, steps_, scale, p + i, g + i, mv.m, mv.v, k);
+        i += k;
+      }
     });
+    moments_->finish();
     if (opt_.stage == 1 || opt_.stage == 2) launch_param_gathers();
     if (gatherer_) gatherer_->invalidate();
     // The step's communication: buckets, gathers and the engine's own collectives.
@@ -138,8 +152,8 @@ class ZeroEngine::Impl {
   EngineState state() {
     EngineState s;
     s.params = full_params();
-    s.m = gather_owned(m_, opt_.stage == 0);
-    s.v = gather_owned(v_, opt_.stage == 0);
+    s.m = gather_owned(moment(MomentStore::m), opt_.stage == 0);
+    s.v = gather_owned(moment(MomentStore::v), opt_.stage == 0);
     s.steps = steps_;
     return s;
   }
@@ -173,7 +187,8 @@ class ZeroEngine::Impl {
                         ? full_params_.size() * sizeof(float)
                         : shard_params_.size() * sizeof(float) + gatherer_->resident_bytes();
     r.grad_bytes = bucketer_->grad_bytes();
-    r.optimizer_bytes = (m_.size() + v_.size()) * sizeof(float);
+    r.optimizer_bytes = moments_->resident_bytes();
+    r.offloaded_bytes = moments_->offloaded_bytes();
     r.peak_gathered_bytes = gatherer_ ? gatherer_->peak_live_bytes() : 0;
     return r;
   }
@@ -189,8 +204,8 @@ class ZeroEngine::Impl {
     sharding::ShardState s;
     s.step = steps_;
     s.params = shard_params();
-    s.m = to_shard(m_, opt_.stage == 0);
-    s.v = to_shard(v_, opt_.stage == 0);
+    s.m = to_shard(moment(MomentStore::m), opt_.stage == 0);
+    s.v = to_shard(moment(MomentStore::v), opt_.stage == 0);
     sharding::save_checkpoint(comm_, layout_, opt_.stage, s, dir);
   }
 
@@ -205,13 +220,13 @@ class ZeroEngine::Impl {
         in.read(R::params, u, 0, layout_.unit_numel(u), full_params_.data() + fo);
       else
         in.read(R::params, u, own, blk, shard_params_.data() + so);
-      if (opt_.stage == 0) {
-        in.read(R::moment1, u, 0, layout_.unit_numel(u), m_.data() + fo);
-        in.read(R::moment2, u, 0, layout_.unit_numel(u), v_.data() + fo);
-      } else {
-        in.read(R::moment1, u, own, blk, m_.data() + so);
-        in.read(R::moment2, u, own, blk, v_.data() + so);
-      }
+      const size_t at = opt_.stage == 0 ? fo : so,
+                   n = opt_.stage == 0 ? layout_.unit_numel(u) : blk;
+      std::vector<float> tmp(n);
+      in.read(R::moment1, u, opt_.stage == 0 ? 0 : own, n, tmp.data());
+      moments_->write(MomentStore::m, at, n, tmp.data());
+      in.read(R::moment2, u, opt_.stage == 0 ? 0 : own, n, tmp.data());
+      moments_->write(MomentStore::v, at, n, tmp.data());
     }
     steps_ = in.step();
     if (gatherer_) gatherer_->invalidate();
@@ -227,18 +242,23 @@ class ZeroEngine::Impl {
                std::to_string(value.size()));
   }
 
-  // Writes tensor t's values into per-rank storage: `full` (padded flat) or this rank's shard
-  // space, which keeps only the elements of its block of the tensor's unit.
-  void write_owned(std::vector<float>& owned, bool full, size_t t, std::span<const float> value) {
-    const size_t off = layout_.tensor_offset(t);
-    if (full) {
-      std::copy(value.begin(), value.end(), owned.begin() + long(off));
-      return;
-    }
-    const size_t u = size_t(layout_.tensors()[t].unit), lo = layout_.block_offset(u, rank()),
-                 hi = lo + layout_.block_numel(u);
-    for (size_t k = 0; k < value.size(); ++k)
-      if (off + k >= lo && off + k < hi) owned[layout_.shard_offset(u) + off + k - lo] = value[k];
+  // The part of tensor t that per-rank storage keeps, as f(offset there, offset into the tensor,
+  // elements): all of it when `full` (padded flat), else what lies in this rank's block of the
+  // tensor's unit, in shard space.
+  template <typename F>
+  void for_owned_part(bool full, size_t t, F f) const {
+    const size_t off = layout_.tensor_offset(t), n = layout_.tensors()[t].numel();
+    if (full) return f(off, 0, n);
+    const size_t u = size_t(layout_.tensors()[t].unit), lo = layout_.block_offset(u, rank());
+    const size_t a = std::max(off, lo), b = std::min(off + n, lo + layout_.block_numel(u));
+    if (a < b) f(layout_.shard_offset(u) + a - lo, a - off, b - a);
+  }
+
+  // One moment's whole owned storage (a copy, in memory for the caller's while).
+  std::vector<float> moment(MomentStore::Moment which) {
+    std::vector<float> out(moments_->size());
+    moments_->read(which, 0, out.size(), out.data());
+    return out;
   }
 
   // This rank's block of every unit from per-rank storage (`full`: padded flat) in shard space.
@@ -283,7 +303,8 @@ class ZeroEngine::Impl {
                " tensors)");
   }
 
-  // Calls f(flat index, param, grad, m, v, n) on each contiguous slice this rank updates.
+  // Calls f(flat index, owned index, param, grad, n) on each contiguous slice this rank updates;
+  // the owned index is where its moments are.
   template <typename F>
   void for_each_owned(F f) {
     const int r = rank();
@@ -293,21 +314,17 @@ class ZeroEngine::Impl {
       switch (opt_.stage) {
         case 0: {
           const size_t o = layout_.unit_offset(u), n = layout_.unit_numel(u);
-          f(o, full_params_.data() + o, bucketer_->full_grads().data() + o, m_.data() + o,
-            v_.data() + o, n);
+          f(o, o, full_params_.data() + o, bucketer_->full_grads().data() + o, n);
           break;
         }
         case 1:
-          f(fo, full_params_.data() + fo, bucketer_->full_grads().data() + fo, m_.data() + so,
-            v_.data() + so, blk);
+          f(fo, so, full_params_.data() + fo, bucketer_->full_grads().data() + fo, blk);
           break;
         case 2:
-          f(fo, full_params_.data() + fo, bucketer_->shard_grads().data() + so, m_.data() + so,
-            v_.data() + so, blk);
+          f(fo, so, full_params_.data() + fo, bucketer_->shard_grads().data() + so, blk);
           break;
         default:
-          f(fo, shard_params_.data() + so, bucketer_->shard_grads().data() + so, m_.data() + so,
-            v_.data() + so, blk);
+          f(fo, so, shard_params_.data() + so, bucketer_->shard_grads().data() + so, blk);
       }
     }
   }
@@ -317,7 +334,7 @@ class ZeroEngine::Impl {
   double grad_norm() {
     if (opt_.adamw.max_grad_norm <= 0) return 0.0;
     std::vector<double> sq(1, 0.0);
-    for_each_owned([&](size_t flat, float*, const float* g, float*, float*, size_t n) {
+    for_each_owned([&](size_t flat, size_t, float*, const float* g, size_t n) {
       for (size_t t = 0; t < layout_.tensors().size(); ++t) {
         if (!layout_.tensors()[t].in_grad_norm) continue;
         const size_t lo = std::max(flat, layout_.tensor_offset(t));
@@ -372,7 +389,8 @@ class ZeroEngine::Impl {
   Communicator comm_;
   FlatLayout layout_;
   ZeroOptions opt_;
-  std::vector<float> full_params_, shard_params_, m_, v_;
+  std::vector<float> full_params_, shard_params_;
+  std::unique_ptr<MomentStore> moments_;
   std::optional<GradBucketer> bucketer_;
   std::optional<sharding::UnitGatherer> gatherer_;
   std::vector<std::optional<Work>> updating_;  // stages 1-2: parameter gathers still in flight

@@ -54,23 +54,33 @@ void train(const shtest::Mlp& m, ZeroEngine& e, strata::Communicator& c, int fir
 
 struct Reshard {
   int from_size, from_stage, to_size, to_stage;
+  bool offload_from = false, offload_to = false;  // moments in a file, through a small window
 };
+
+ZeroOptions options(int stage, bool offload) {
+  ZeroOptions o = options(stage);
+  if (offload) o.offload = {fs::temp_directory_path().string(), 192};
+  return o;
+}
 
 TEST(Checkpoint, ReloadsOnAnotherWorldSizeAndStageAndTrainsOnToTheReference) {
   auto& w = mp::world();
   shtest::Mlp m;
   const auto after3 = shtest::concat(shtest::reference(m, options(0).adamw, 3));
   const auto after5 = shtest::concat(shtest::reference(m, options(0).adamw, 5));
-  const std::vector<Reshard> cases = {{4, 3, 2, 2}, {2, 2, 4, 3}, {3, 1, 4, 0}, {2, 0, 1, 3},
-                                      {1, 3, 2, 1}, {3, 3, 2, 3}, {2, 3, 3, 2}, {1, 0, 1, 0}};
+  const std::vector<Reshard> cases = {{4, 3, 2, 2},       {2, 2, 4, 3},
+                                      {3, 1, 4, 0, true}, {2, 0, 1, 3, false, true},
+                                      {1, 3, 2, 1, true}, {3, 3, 2, 3, true, true},
+                                      {2, 3, 3, 2},       {1, 0, 1, 0, false, true}};
   for (const Reshard& c : cases) {
     if (c.from_size > w.size() || c.to_size > w.size()) continue;
-    SCOPED_TRACE(testing::Message() << c.from_size << " ranks stage " << c.from_stage << " -> "
-                                    << c.to_size << " ranks stage " << c.to_stage);
+    SCOPED_TRACE(testing::Message()
+                 << c.from_size << " ranks stage " << c.from_stage << " -> " << c.to_size
+                 << " ranks stage " << c.to_stage << " offload " << c.offload_from << c.offload_to);
     SharedDir dir;
     strata::Communicator a = first_ranks(c.from_size);
     if (a) {
-      ZeroEngine e(a, m.specs(), options(c.from_stage));
+      ZeroEngine e(a, m.specs(), options(c.from_stage, c.offload_from));
       shtest::init_engine(m, e);
       train(m, e, a, 0, 3);
       e.save(dir.path);
@@ -78,7 +88,7 @@ TEST(Checkpoint, ReloadsOnAnotherWorldSizeAndStageAndTrainsOnToTheReference) {
     w.barrier().wait();
     strata::Communicator b = first_ranks(c.to_size);
     if (b) {
-      ZeroEngine e(b, m.specs(), options(c.to_stage));
+      ZeroEngine e(b, m.specs(), options(c.to_stage, c.offload_to));
       e.load(dir.path);
       EXPECT_EQ(e.steps_done(), 3);
       EXPECT_EQ(shtest::compare(e.full_params(), after3), "");

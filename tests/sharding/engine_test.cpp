@@ -314,18 +314,6 @@ TEST(Zero, ClippingSumsTheNormOverTheModelParallelGroupAndSkipsReplicas) {
     }
   }
 }
-// Fills e with st: every tensor's parameters and moments, and the step count.
-void set_state(const shtest::Mlp& m, ZeroEngine& e, const strata::EngineState& st) {
-  size_t at = 0;
-  for (size_t t = 0; t < m.specs().size(); ++t) {
-    const size_t n = m.specs()[t].numel();
-    e.set_state(t, std::span(st.params).subspan(at, n), std::span(st.m).subspan(at, n),
-                std::span(st.v).subspan(at, n));
-    at += n;
-  }
-  e.set_steps_done(st.steps);
-}
-
 TEST(Zero, StateMovedIntoAnotherStageContinuesTheSameTraining) {
   // state() and set_state() carry parameters, both moments and the step count: an engine filled
   // from another's state trains on as the original does, bit for bit at the same stage and
@@ -340,8 +328,8 @@ TEST(Zero, StateMovedIntoAnotherStageContinuesTheSameTraining) {
     EXPECT_EQ(st.steps, 3);
     ZeroEngine same(w, m.specs(), options(from, 0.05f));
     ZeroEngine other(w, m.specs(), options((from + 1) % 4, 0.05f));
-    set_state(m, same, st);
-    set_state(m, other, st);
+    shtest::set_state(m, same, st);
+    shtest::set_state(m, other, st);
     const strata::EngineState back = other.state();
     EXPECT_EQ(back.params, st.params);
     EXPECT_EQ(back.m, st.m);

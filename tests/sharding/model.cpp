@@ -140,6 +140,17 @@ strata::ZeroOptions engine_options(int stage) {
   return o;
 }
 
+void set_state(const Mlp& m, strata::ZeroEngine& e, const strata::EngineState& st) {
+  size_t at = 0;
+  for (size_t t = 0; t < m.specs().size(); ++t) {
+    const size_t n = m.specs()[t].numel();
+    e.set_state(t, std::span(st.params).subspan(at, n), std::span(st.m).subspan(at, n),
+                std::span(st.v).subspan(at, n));
+    at += n;
+  }
+  e.set_steps_done(st.steps);
+}
+
 std::vector<float> concat(const std::vector<std::vector<float>>& v) {
   std::vector<float> out;
   for (auto& x : v) out.insert(out.end(), x.begin(), x.end());

@@ -48,6 +48,8 @@ void train_step(const Mlp& m, strata::ZeroEngine& e, int step, int rank, int wor
 strata::ZeroOptions engine_options(int stage);
 /// Sets every parameter of `e` to the model's initial values.
 void init_engine(const Mlp& m, strata::ZeroEngine& e);
+/// Fills `e` with `st`: every tensor's parameters and moments, and the step count.
+void set_state(const Mlp& m, strata::ZeroEngine& e, const strata::EngineState& st);
 
 /// The reference: `steps` full-batch AdamW (or SGD) steps in one process, per-tensor parameters.
 std::vector<std::vector<float>> reference(const Mlp& m, const strata::AdamWOptions& o, int steps,

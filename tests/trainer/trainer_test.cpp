@@ -84,6 +84,15 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
   EXPECT_EQ(r.train.islands, 2);
   EXPECT_EQ(r.train.outer_every, 50);
   EXPECT_EQ(r.train.rule, strata::UpdateRule::sgd);
+  EXPECT_NE(error({"strata-gpt", "--offload-optimizer", "/tmp"}).find("disk:DIR"),
+            std::string::npos);
+  EXPECT_NE(error({"strata-gpt", "--offload-window", "0"}).find("--offload-window"),
+            std::string::npos);
+  const char* offload[] = {"strata-gpt", "--offload-optimizer", "disk:/x y", "--offload-window",
+                           "3"};
+  r = gpt::parse_command_line(5, const_cast<char**>(offload), help);
+  EXPECT_EQ(r.train.offload.optimizer_dir, "/x y");
+  EXPECT_EQ(r.train.offload.window_bytes, size_t(3) << 20);
 }
 
 // With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of

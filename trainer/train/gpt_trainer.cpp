@@ -46,6 +46,7 @@ strata::ZeroOptions engine_options(const TrainOptions& o) {
   z.buckets.cap_bytes = o.bucket_bytes;
   z.buckets.first_cap_bytes = std::min(z.buckets.first_cap_bytes, o.bucket_bytes);
   z.rule = o.rule;
+  z.offload = o.offload;
   return z;
 }
 

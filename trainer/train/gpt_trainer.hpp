@@ -49,6 +49,7 @@ struct TrainOptions {
   float outer_lr = 0.7f, outer_momentum = 0.9f;
   int outer_fragments = 1;  ///< Streaming DiLoCo's fragments (1: the whole model at once)
   strata::OuterDtype outer_dtype = strata::OuterDtype::f32;  ///< the exchange's element type
+  strata::OffloadOptions offload;  ///< AdamW moments in a file, through a window (ZeroEngine)
 };
 
 /// The job's communicator under mpirun, torchrun or strata-run; run without a launcher, a group

@@ -1,0 +1,158 @@
+#include "sharding/moment_store.hpp"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "sharding/async_file.hpp"
+#include "sharding/fail.hpp"
+
+namespace strata::sharding {
+namespace {
+
+class MemoryMoments final : public MomentStore {
+ public:
+  explicit MemoryMoments(size_t n)
+      : MomentStore(n), mv_{std::vector<float>(n), std::vector<float>(n)} {}
+  Slice map(size_t off) override { return {mv_[0].data() + off, mv_[1].data() + off, n_ - off}; }
+  void read(Moment w, size_t off, size_t n, float* dst) override {
+    std::copy_n(mv_[w].data() + off, n, dst);
+  }
+  void write(Moment w, size_t off, size_t n, const float* src) override {
+    std::copy_n(src, n, mv_[w].data() + off);
+  }
+  size_t resident_bytes() const override { return 2 * n_ * sizeof(float); }
+
+ private:
+  std::array<std::vector<float>, 2> mv_;
+};
+
+// The file holds chunk after chunk, each C elements of m then C of v (the last one padded).
+// Slot k % 3 holds chunk k; the file's one I/O thread runs jobs in order, so a chunk read into a
+// slot whose previous chunk is still being written waits for that write by construction, and the
+// sweep waits for a slot's last job before it touches the slot.
+class DiskMoments final : public MomentStore {
+ public:
+  static constexpr size_t kSlots = 3;
+
+  DiskMoments(size_t n, size_t chunk, const std::string& dir, int rank)
+      : MomentStore(n),
+        C_(chunk),
+        chunks_((n + chunk - 1) / chunk),
+        file_(dir, chunks_ * 2 * chunk * sizeof(float), "ZeroEngine.offload", rank) {
+    for (size_t i = 0; i < std::min(kSlots, chunks_); ++i) slots_[i].data.assign(2 * C_, 0.0f);
+  }
+  ~DiskMoments() override {
+    try {
+      file_.drain();
+    } catch (const Error&) {  // the engine is going away; the next wait would have reported it
+    }
+  }
+
+  void prefetch() override {
+    for (size_t k = 0; k < std::min<size_t>(2, chunks_); ++k) load(k);
+  }
+  Slice map(size_t off) override {
+    const size_t k = off / C_;
+    if (k != current_) {
+      if (current_ != kNone) store(current_);
+      file_.wait(load(k).ticket);  // its read, or the write of the same chunk last sweep
+      current_ = k;
+      if (k + 1 < chunks_) load(k + 1);
+    }
+    float* base = slots_[k % kSlots].data.data();
+    const size_t i = off - k * C_;
+    return {base + i, base + C_ + i, std::min(C_ - i, n_ - off)};
+  }
+  void finish() override {
+    if (current_ != kNone) store(current_);
+    current_ = kNone;
+  }
+
+  void read(Moment w, size_t off, size_t n, float* dst) override {
+    settle();
+    for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
+      file_.wait(file_.read(at, dst + i, len * sizeof(float)));
+    });
+  }
+  void write(Moment w, size_t off, size_t n, const float* src) override {
+    settle();
+    for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
+      file_.write(at, src + i, len * sizeof(float));
+    });
+    file_.drain();
+  }
+
+  size_t resident_bytes() const override {
+    return std::min(kSlots, chunks_) * 2 * C_ * sizeof(float);
+  }
+  size_t offloaded_bytes() const override { return 2 * n_ * sizeof(float); }
+
+ private:
+  static constexpr size_t kNone = size_t(-1);
+  struct Slot {
+    std::vector<float> data;
+    size_t chunk = kNone;
+    AsyncFile::Ticket ticket = 0;
+  };
+
+  size_t chunk_bytes() const { return 2 * C_ * sizeof(float); }
+  Slot& load(size_t k) {
+    Slot& s = slots_[k % kSlots];
+    if (s.chunk != k) {
+      s.chunk = k;
+      s.ticket = file_.read(k * chunk_bytes(), s.data.data(), chunk_bytes());
+    }
+    return s;
+  }
+  void store(size_t k) {
+    Slot& s = slots_[k % kSlots];
+    s.ticket = file_.write(k * chunk_bytes(), s.data.data(), chunk_bytes());
+  }
+  // Random access goes to the file: every queued write lands first and no slot keeps a copy.
+  void settle() {
+    finish();
+    file_.drain();
+    for (auto& s : slots_) s.chunk = kNone;
+  }
+  // Calls f(file byte offset, index into the caller's array, elements) chunk by chunk.
+  template <typename F>
+  void for_pieces(Moment w, size_t off, size_t n, F f) {
+    if (off + n > n_)
+      fail("ZeroEngine.offload", -1,
+           "moments [" + std::to_string(off) + ", " + std::to_string(off + n) + ") past " +
+               std::to_string(n_),
+           ErrorCode::internal);
+    for (size_t i = 0; i < n;) {
+      const size_t k = (off + i) / C_, within = off + i - k * C_;
+      const size_t len = std::min(C_ - within, n - i);
+      f(k * chunk_bytes() + (size_t(w) * C_ + within) * sizeof(float), i, len);
+      i += len;
+    }
+  }
+
+  size_t C_, chunks_;
+  AsyncFile file_;
+  std::array<Slot, kSlots> slots_;
+  size_t current_ = kNone;
+};
+
+}  // namespace
+
+std::unique_ptr<MomentStore> MomentStore::in_memory(size_t n) {
+  return std::make_unique<MemoryMoments>(n);
+}
+
+std::unique_ptr<MomentStore> MomentStore::on_disk(size_t n, const OffloadOptions& o, int rank) {
+  constexpr size_t kMinChunk = 8;  // tiny, but any chunk is correct; only its speed suffers
+  const size_t chunk = o.window_bytes / (DiskMoments::kSlots * 2 * sizeof(float));
+  if (chunk < kMinChunk)
+    fail("ZeroEngine", rank,
+         "offload window of " + std::to_string(o.window_bytes) + " bytes: at least " +
+             std::to_string(kMinChunk * DiskMoments::kSlots * 2 * sizeof(float)) +
+             " (three chunks of m and v)");
+  return std::make_unique<DiskMoments>(n, std::min(chunk, std::max<size_t>(n, 1)), o.optimizer_dir,
+                                       rank);
+}
+
+}  // namespace strata::sharding
