@@ -1,8 +1,8 @@
 // strata-run: the torchrun-style launcher. Starts N local ranks of a program with RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, STRATA_STORE_PORT and
 // STRATA_JOB_TOKEN set.
-// If any rank fails, the others are stopped (SIGTERM, then SIGKILL) and the launcher fails too;
-// --timeout bounds the whole job.
+// If any rank fails, the others are stopped (SIGTERM, then SIGKILL; with --keep-going they are
+// not) and the launcher fails too; --timeout bounds the whole job.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -29,7 +29,8 @@ constexpr const char* kHelp =
     "strataCommInitFromEnv; Python: strata.Communicator.from_env()) read. torch's store takes\n"
     "MASTER_PORT; from_env's takes STRATA_STORE_PORT, a second free port (unless it is set),\n"
     "so one job may use both. When a rank exits with a non-zero status the others get SIGTERM,\n"
-    "SIGKILL 3 s later, and strata-run exits with that rank's status.\n"
+    "SIGKILL 3 s later, and strata-run exits with that rank's status (with --keep-going the\n"
+    "others run on, as islands that survive losing one need: docs/beyond-one-cluster.md).\n"
     "\n"
     "  -n, -np N          number of ranks to start (required, >= 1)\n"
     "  --addr ADDRESS     MASTER_ADDR given to the ranks (default 127.0.0.1)\n"
@@ -37,6 +38,8 @@ constexpr const char* kHelp =
     "  --timeout SECONDS  wall-clock limit for the whole job: past it every rank is stopped\n"
     "                     and strata-run exits 124 (default 0: no limit; a rank's own waits\n"
     "                     are bounded by STRATA_TIMEOUT, in seconds, default 300)\n"
+    "  --keep-going       a rank's failure stops no other; strata-run exits with the first\n"
+    "                     failure's status once every rank has ended\n"
     "  -h, --help         print this and exit\n";
 
 [[noreturn]] void usage(const std::string& why) {
@@ -108,6 +111,7 @@ void on_signal(int sig) {
 int main(int argc, char** argv) {
   int n = 0, port = 0;
   double timeout = 0;
+  bool keep_going = false;
   std::string addr = "127.0.0.1";
   int i = 1;
   for (; i < argc; ++i) {
@@ -126,6 +130,8 @@ int main(int argc, char** argv) {
       addr = argv[++i];
     else if (a == "--timeout")
       timeout = number(argc, argv, i, 0, 1e9);
+    else if (a == "--keep-going")
+      keep_going = true;
     else if (a[0] == '-')
       usage("unknown option " + a);
     else
@@ -178,7 +184,11 @@ int main(int argc, char** argv) {
       }
       --alive;
       int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      if (code != 0 && !stopping) {
+      if (code != 0 && keep_going) {
+        std::fprintf(stderr, "strata-run: rank %d (pid %d) exited with status %d; the rest go on\n",
+                     rank, int(pid), code);
+        if (status_out == 0) status_out = code;
+      } else if (code != 0 && !stopping && !keep_going) {
         std::fprintf(stderr,
                      "strata-run: rank %d (pid %d) exited with status %d; stopping the rest\n",
                      rank, int(pid), code);

@@ -110,6 +110,13 @@ class Communicator {
   /// A rank passing a negative color takes part but gets an empty Communicator back.
   Communicator split(int color, int key, const CommOptions& options = {});
 
+  /// A new group of this group's ranks less `exclude` (ranks of this group, e.g. the dead ones),
+  /// in their order, like ncclCommShrink: built through the store, so it works when this group
+  /// has failed. Collective over the survivors only, who must pass the same list (a survivor
+  /// missing makes the others time out naming the setup). Throws strata::Error
+  /// (invalid_argument) for a rank out of range, repeated, or this rank's own.
+  Communicator shrink(const std::vector<int>& exclude, const CommOptions& options = {});
+
   /// True unless default-constructed (or returned by split with a negative color).
   explicit operator bool() const { return impl_ != nullptr; }
 

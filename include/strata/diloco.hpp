@@ -4,8 +4,10 @@
 // with Nesterov momentum. docs/beyond-one-cluster.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -45,6 +47,16 @@ struct DiLoCoOptions {
   /// H-th step, applied at once.
   int fragments = 1;
   OuterDtype dtype = OuterDtype::f32;
+  /// Losing islands. Set to this island's whole group (every rank of its layout; the trainer's
+  /// Islands::island), an exchange that fails because a rank of another island died is not an
+  /// error: this island's ranks agree that it failed (one small all-reduce after every exchange),
+  /// the islands' first ranks agree through the store which islands are left, `across` is rebuilt
+  /// from them (Communicator::shrink) and the exchange is run again among them. A failure inside
+  /// this island still throws. Empty: any failure throws, as a collective's does.
+  Communicator island;
+  /// How long the islands left wait for each other to agree (an island that neither checks in
+  /// nor was seen failing is dropped when it passes).
+  std::chrono::milliseconds agreement_timeout{60000};
 };
 
 /// What this rank's outer steps did.
@@ -53,6 +65,7 @@ struct OuterStats {
   std::vector<int64_t> fragment_syncs;  ///< the same, per fragment
   double bytes = 0;                     ///< moved over `across`, nccl-tests' bus sense
   double seconds = 0;                   ///< spent in outer steps: packing, waiting and the update
+  std::vector<int> lost_islands;        ///< islands dropped (DiLoCoOptions::island), in that order
 };
 
 /// DiLoCo's outer optimizer over a ZeroEngine. Each rank works on its engine's shard space
@@ -76,6 +89,11 @@ class DiLoCo {
   bool after_inner_step();
   /// Applies the exchange in flight now (before reading the parameters at the end of training).
   void flush();
+  /// Collective over the islands left: `values` averaged over them, element by element (an
+  /// island lost meanwhile is dropped as in an exchange).
+  void average_over_islands(std::span<double> values);
+  /// The islands still training, by their index at the start, in `across` order.
+  const std::vector<int>& islands_left() const;
   /// Fragment f's engine units [first, last].
   std::pair<size_t, size_t> fragment_units(int f) const;
   const OuterStats& stats() const;

@@ -311,4 +311,30 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
   return create(store, new_rank, int(members.size()), opts);
 }
 
+Communicator Communicator::shrink(const std::vector<int>& exclude, const CommOptions& options) {
+  auto& c = checked(impl_);
+  std::vector<int> x = exclude;
+  std::sort(x.begin(), x.end());
+  ErrorContext where{.rank = c.rank, .group = c.name, .op = "shrink"};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const std::string bad = x[i] < 0 || x[i] >= c.size  ? "is out of range"
+                            : x[i] == c.rank            ? "is this rank's own"
+                            : i > 0 && x[i] == x[i - 1] ? "is listed twice"
+                                                        : "";
+    if (!bad.empty())
+      throw Error(ErrorCode::invalid_argument, where,
+                  "excluded rank " + std::to_string(x[i]) + " " + bad + " (group of " +
+                      std::to_string(c.size) + ")");
+  }
+  // The key names the excluded ranks: survivors that disagree meet in different places and time
+  // out instead of forming a wrong group.
+  std::string suffix = "shrink" + std::to_string(c.next_split()) + ".x";
+  for (int r : x) suffix += std::to_string(r) + "_";
+  const int new_rank = c.rank - int(std::lower_bound(x.begin(), x.end(), c.rank) - x.begin());
+  CommOptions opts = options;
+  if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
+  return create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, c.size - int(x.size()),
+                opts);
+}
+
 }  // namespace strata

@@ -57,3 +57,43 @@ TEST(Split, NestedAndConcurrentWithParent) {
   EXPECT_EQ(z[0], 3 * b.size());
   EXPECT_EQ(b.size(), std::min(2, w.size() - 2 * (a.rank() / 2)));
 }
+
+// shrink(exclude): the survivors of a failed group form a new one through the store, in their
+// order, without the excluded rank taking part.
+TEST(Shrink, TheSurvivorsOfAnAbortedGroupFormANewOneInTheirOrder) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a rank to lose";
+  Communicator g = w.split(0, w.rank(), CommOptions{.name = "doomed"});
+  const int last = w.size() - 1;
+  std::vector<int32_t> v = {w.rank()};
+  if (w.rank() == last) {
+    g.abort();
+  } else {
+    EXPECT_THROW(g.all_reduce(buffer(v), ReduceOp::sum).wait(), Error);
+    v = {w.rank()};  // the failed all-reduce may have left a partial sum
+    Communicator s = g.shrink({last});
+    EXPECT_EQ(s.size(), w.size() - 1);
+    EXPECT_EQ(s.rank(), w.rank());
+    std::vector<int32_t> order(size_t(s.size()));
+    s.all_gather(buffer(v), buffer(order)).wait();
+    for (int r = 0; r < s.size(); ++r) EXPECT_EQ(order[size_t(r)], r);
+  }
+  w.barrier().wait();
+}
+
+TEST(Shrink, ARankOutOfRangeRepeatedOrItsOwnIsRefused) {
+  auto& w = mp::world();
+  auto refused = [&](std::vector<int> x, const std::string& why) {
+    try {
+      w.shrink(x);
+      ADD_FAILURE() << "shrink accepted " << why;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused({w.size()}, "out of range");
+  refused({-1}, "out of range");
+  refused({w.rank()}, "this rank's own");
+  if (w.size() > 1) refused({(w.rank() + 1) % w.size(), (w.rank() + 1) % w.size()}, "twice");
+}

@@ -233,6 +233,75 @@ TEST(DiLoCo, QuantisedExchangesStayWithinTheirStatedBounds) {
   }
 }
 
+// One outer step of the formula from every island's full parameters (k islands, n each).
+void outer_formula(const std::vector<float>& all, int k, float lr, float mu,
+                   std::vector<double>& snap, std::vector<double>& mom) {
+  const size_t n = snap.size();
+  for (size_t j = 0; j < n; ++j) {
+    double avg = 0;
+    for (int i = 0; i < k; ++i) avg += snap[j] - double(all[size_t(i) * n + j]);
+    avg /= k;
+    mom[j] = mu * mom[j] + avg;
+    snap[j] -= lr * (avg + mu * mom[j]);
+  }
+}
+
+TEST(DiLoCo, ALostIslandIsDroppedAndTheOthersAverageWithoutIt) {
+  // The last island leaves after the first outer step (its ranks abort `across`, as a death
+  // looks to the others). The others' next exchange fails, they agree it is gone, rebuild
+  // `across` without it and redo the exchange: from then on the formula over them alone.
+  auto& w = mp::world();
+  const int k = island_count(w.size());
+  if (k < 2) GTEST_SKIP() << "needs an island to lose";
+  const int per = w.size() / k, H = 2;
+  const float lr = 0.7f, mu = 0.9f;
+  shtest::Mlp m;
+  for (int stage : {0, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    strata::Islands is = strata::split_islands(w, k);
+    const bool lost = is.index == k - 1;
+    strata::Communicator left = w.split(lost ? -1 : 0, w.rank());  // the test's own view
+    ZeroEngine e(is.island, m.specs(), shtest::engine_options(stage));
+    shtest::init_engine(m, e);
+    DiLoCo d(e, is.across,
+             {.outer_every = H,
+              .lr = lr,
+              .momentum = mu,
+              .island = is.island,
+              .agreement_timeout = std::chrono::seconds(30)});
+    const std::vector<float> start = e.full_params();
+    std::vector<double> snap(start.begin(), start.end()), mom(start.size(), 0.0);
+    int step = 0;
+    for (int outer = 0; outer < 3; ++outer) {
+      for (int h = 0; h < H; ++h, ++step) {
+        shtest::train_step(m, e, step, is.index * per + is.island.rank(), w.size());
+        if (h == H - 1) {
+          strata::Communicator& g = outer == 0 ? is.across : left;
+          std::vector<float> mine = e.full_params(), all(mine.size() * size_t(g.size()));
+          if (outer == 0 || !lost) g.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
+          outer_formula(all, outer == 0 ? k : k - 1, lr, mu, snap, mom);
+        }
+        d.after_inner_step();
+      }
+      if (lost) {
+        is.across.abort();
+        break;
+      }
+      const std::vector<float> got = e.full_params();
+      EXPECT_LT(relative_error(got, snap), 2e-6) << "outer step " << outer;
+      EXPECT_TRUE(mp::identical_on_all_ranks(left, got.data(), got.size() * sizeof(float)));
+    }
+    if (!lost) {
+      EXPECT_EQ(d.stats().lost_islands, std::vector<int>{k - 1});
+      std::vector<int> want(size_t(k - 1));
+      for (int i = 0; i < k - 1; ++i) want[size_t(i)] = i;
+      EXPECT_EQ(d.islands_left(), want);
+      EXPECT_EQ(d.stats().outer_steps, 3);
+    }
+    w.barrier().wait();
+  }
+}
+
 TEST(DiLoCo, RefusesBadOptionsAndIslandCountsNamingThem) {
   auto& w = mp::world();
   const auto message = [](auto f) -> std::string {

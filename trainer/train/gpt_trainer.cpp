@@ -215,12 +215,14 @@ Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions 
     engine.set_param(t, slice(g, init_tensor(o.model, o.seed, g)));
   }
   if (o.outer_every > 0)
-    diloco = std::make_unique<strata::DiLoCo>(engine, islands.across,
-                                              strata::DiLoCoOptions{.outer_every = o.outer_every,
-                                                                    .lr = o.outer_lr,
-                                                                    .momentum = o.outer_momentum,
-                                                                    .fragments = o.outer_fragments,
-                                                                    .dtype = o.outer_dtype});
+    diloco = std::make_unique<strata::DiLoCo>(
+        engine, islands.across,
+        strata::DiLoCoOptions{.outer_every = o.outer_every,
+                              .lr = o.outer_lr,
+                              .momentum = o.outer_momentum,
+                              .fragments = o.outer_fragments,
+                              .dtype = o.outer_dtype,
+                              .island = o.islands > 1 ? islands.island : strata::Communicator()});
 }
 
 // This rank's part of tensor g (an index into param_specs) given its whole value: its block of

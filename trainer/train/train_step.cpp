@@ -335,8 +335,7 @@ float Trainer::Impl::evaluate(int batches) {
       for (int c = 0; c < I.pipe.chunks(); ++c) sum += I.forward(m, c, b, Split::val, 0);
   I.pipe.finish_sends();
   std::vector<double> loss{I.reduce_loss(sum / (double(batches) * I.o.micro_batches))};
-  if (I.islands.count > 1)
-    I.islands.across.all_reduce(strata::buffer(loss), strata::ReduceOp::avg).wait();
+  if (I.diloco) I.diloco->average_over_islands(loss);  // over the islands left
   return float(loss[0]);
 }
 
