@@ -26,6 +26,19 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
   return std::sqrt(d / n);
 }
 
+// One outer step of the formula from every island's full parameters (k islands, n each).
+void outer_formula(const std::vector<float>& all, int k, float lr, float mu,
+                   std::vector<double>& snap, std::vector<double>& mom) {
+  const size_t n = snap.size();
+  for (size_t j = 0; j < n; ++j) {
+    double avg = 0;
+    for (int i = 0; i < k; ++i) avg += snap[j] - double(all[size_t(i) * n + j]);
+    avg /= k;
+    mom[j] = mu * mom[j] + avg;
+    snap[j] -= lr * (avg + mu * mom[j]);
+  }
+}
+
 TEST(DiLoCo, OuterStepsFollowTheNesterovFormulaOnEveryStage) {
   auto& w = mp::world();
   const int k = island_count(w.size());
@@ -66,13 +79,7 @@ TEST(DiLoCo, OuterStepsFollowTheNesterovFormulaOnEveryStage) {
           if (k > 1) {  // the islands trained on different samples: the average has work to do
             EXPECT_NE(shtest::compare({all.data(), n}, {all.data() + n, n}), "");
           }
-          for (size_t j = 0; j < n; ++j) {
-            double avg = 0;
-            for (int i = 0; i < k; ++i) avg += snap[j] - double(all[size_t(i) * n + j]);
-            avg /= k;
-            mom[j] = mu * mom[j] + avg;
-            snap[j] -= lr * (avg + mu * mom[j]);
-          }
+          outer_formula(all, k, lr, mu, snap, mom);
         }
         EXPECT_EQ(d.after_inner_step(), h == H - 1) << "inner step " << step;
       }
@@ -230,19 +237,6 @@ TEST(DiLoCo, QuantisedExchangesStayWithinTheirStatedBounds) {
     }
     EXPECT_GT(moved, 0u) << "the quantisation rounded nothing: the test would not see it";
     EXPECT_TRUE(mp::identical_on_all_ranks(w, got.data(), got.size() * sizeof(float)));
-  }
-}
-
-// One outer step of the formula from every island's full parameters (k islands, n each).
-void outer_formula(const std::vector<float>& all, int k, float lr, float mu,
-                   std::vector<double>& snap, std::vector<double>& mom) {
-  const size_t n = snap.size();
-  for (size_t j = 0; j < n; ++j) {
-    double avg = 0;
-    for (int i = 0; i < k; ++i) avg += snap[j] - double(all[size_t(i) * n + j]);
-    avg /= k;
-    mom[j] = mu * mom[j] + avg;
-    snap[j] -= lr * (avg + mu * mom[j]);
   }
 }
 
