@@ -61,6 +61,8 @@ layout (dp = ranks / (tp * cp * ep * pp)):
   --offload-optimizer disk:DIR  AdamW's moments in a scratch file in DIR, streamed through a
                        window (ZeRO-Offload to disk; results bit-identical)
   --offload-window MiB the resident window of the offloaded state (default 64)
+  --offload-params     with --stage 3 and --offload-optimizer: the parameter shard in the
+                       file too, read as units are gathered
 islands (DiLoCo, docs/beyond-one-cluster.md):
   --islands K          K replicas of the layout, ranks / K each, each its share of the batch
   --outer-every H      an outer step every H steps (default 50 with --islands; 0: none)
@@ -219,6 +221,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   const std::map<std::string, bool*> switches = {{"--recompute", &t.recompute},
                                                  {"--quiet", &r.quiet},
                                                  {"--sp", &t.sp},
+                                                 {"--offload-params", &t.offload.params},
                                                  {"--allow-cross-node-tp", &t.allow_cross_node_tp}};
   if (r.mode == "validate") t.steps = 20;  // five trainings of the same steps: keep it short
   // The named configuration first (small unless --config says otherwise), so that dimension
@@ -249,6 +252,9 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     throw std::invalid_argument(
         "validate certifies one island's layouts: --islands, --outer-every "
         "are for train");
+  if (t.offload.params && (t.stage != 3 || t.offload.optimizer_dir.empty()))
+    throw std::invalid_argument(
+        "--offload-params needs --stage 3 and --offload-optimizer disk:DIR");
   if (t.outer_every > 0 && (!r.save.empty() || !r.resume.empty()))
     throw std::invalid_argument(
         "--save and --resume with DiLoCo (--islands, --outer-every): not built yet");

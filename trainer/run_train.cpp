@@ -44,7 +44,8 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
     << ", \"memory\": {\"param_bytes\": " << memory.param_bytes
     << ", \"grad_bytes\": " << memory.grad_bytes
     << ", \"optimizer_bytes\": " << memory.optimizer_bytes
-    << ", \"offloaded_bytes\": " << memory.offloaded_bytes
+    << ", \"offloaded_optimizer_bytes\": " << memory.offloaded_optimizer_bytes
+    << ", \"offloaded_param_bytes\": " << memory.offloaded_param_bytes
     << ", \"activation_bytes\": " << activation_bytes << "}"
     << ", \"stage\": " << r.train.stage << ", \"config\": {\"vocab\": " << c.vocab
     << ", \"ctx\": " << c.ctx << ", \"layers\": " << c.layers << ", \"heads\": " << c.heads
@@ -111,10 +112,15 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
 // the layout, and the activation memory its slots hold.
 void print_memory(strata::Communicator& world, const Trainer& t, const TrainOptions& o) {
   const strata::MemoryReport m = t.engine().memory();
-  // Offloaded, the optimizer state the formula counts is in the file; the window is resident.
-  const size_t state = m.offloaded_bytes ? m.offloaded_bytes : m.optimizer_bytes;
-  std::vector<int64_t> mine{int64_t(m.param_bytes), int64_t(m.grad_bytes), int64_t(state),
-                            int64_t(t.activation_bytes()), int64_t(m.optimizer_bytes)};
+  // Offloaded, the state the formula counts is in the file; the window is resident.
+  const bool off = m.offloaded_optimizer_bytes > 0;
+  const size_t state = off ? m.offloaded_optimizer_bytes : m.optimizer_bytes;
+  std::vector<int64_t> mine{int64_t(m.param_bytes + m.offloaded_param_bytes),
+                            int64_t(m.grad_bytes),
+                            int64_t(state),
+                            int64_t(t.activation_bytes()),
+                            int64_t(off ? m.optimizer_bytes : state),
+                            int64_t(m.offloaded_param_bytes)};
   std::vector<int64_t> all(mine.size() * size_t(world.size()));
   world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
   if (world.rank() != 0) return;
@@ -124,8 +130,9 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
     const Memory f = memory_formula(o, island, s);
     const bool equal = size_t(g[0]) == f.param_bytes && size_t(g[1]) == f.grad_bytes &&
                        size_t(g[2]) == f.optimizer_bytes;
-    const std::string resident =
-        g[4] != g[2] ? ", " + std::to_string(g[4]) + " B of it resident, the rest on disk" : "";
+    std::string resident =
+        g[4] != g[2] ? ", " + std::to_string(g[4]) + " B resident, the rest on disk" : "";
+    if (g[5] > 0) resident += "; the parameter shard on disk too";
     std::printf(
         "memory per rank%s: params %lld B, grads %lld B, optimizer %lld B (%s the formula%s), "
         "activations %lld B\n",

@@ -168,8 +168,12 @@ enum class UpdateRule : uint8_t {
 /// file in `optimizer_dir` (created and removed by the engine) and stream through a resident
 /// window of `window_bytes`, read ahead and written behind the update. Results are bit-identical.
 struct OffloadOptions {
-  std::string optimizer_dir;               ///< empty: the moments stay in memory
-  size_t window_bytes = size_t(64) << 20;  ///< three chunks of m and v; at least 192 bytes
+  std::string optimizer_dir;  ///< empty: the moments stay in memory
+  /// Three chunks of m and v (and p): at least 192 bytes (288 with the parameters).
+  size_t window_bytes = size_t(64) << 20;
+  /// Stage 3 only: the parameter shard in the same file, read block by block as units are
+  /// gathered and chunk by chunk by the update (ZeRO-Infinity's parameter offload).
+  bool params = false;
 };
 
 struct ZeroOptions {
@@ -188,10 +192,11 @@ struct ZeroOptions {
 
 /// Bytes per rank. Stage 3 adds resident units to param_bytes; peak_gathered_bytes is the most
 /// gathered (non-resident) parameter memory alive at once. With offload, optimizer_bytes is the
-/// window and offloaded_bytes what the file holds.
+/// window (holding chunks of the parameters too when they are offloaded) and the offloaded_*
+/// bytes what the file holds; param_bytes then counts the resident and gathered units only.
 struct MemoryReport {
   size_t param_bytes = 0, grad_bytes = 0, optimizer_bytes = 0, peak_gathered_bytes = 0;
-  size_t offloaded_bytes = 0;
+  size_t offloaded_optimizer_bytes = 0, offloaded_param_bytes = 0;
 };
 
 /// Every tensor's parameters and AdamW moments, unpadded, in tensor order, and the steps taken:

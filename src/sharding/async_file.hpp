@@ -1,6 +1,6 @@
 // A scratch file read and written by one background thread, in submission order: a read queued
 // after a write of the same bytes sees that write. What the optimizer-state offload streams
-// through (moment_store.hpp).
+// through (state_store.hpp).
 #pragma once
 
 #include <condition_variable>

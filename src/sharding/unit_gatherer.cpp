@@ -7,9 +7,9 @@
 
 namespace strata::sharding {
 
-UnitGatherer::UnitGatherer(Communicator comm, const FlatLayout& layout,
-                           std::span<const float> shard, int depth, size_t resident_below_bytes)
-    : comm_(std::move(comm)), layout_(layout), shard_(shard), depth_(depth) {
+UnitGatherer::UnitGatherer(Communicator comm, const FlatLayout& layout, BlockReader own_block,
+                           int depth, size_t resident_below_bytes)
+    : comm_(std::move(comm)), layout_(layout), own_block_(std::move(own_block)), depth_(depth) {
   if (depth < 0) fail("ZeroEngine", comm_.rank(), "prefetch depth must be >= 0");
   const size_t units = layout_.num_units();
   resident_.resize(units);
@@ -35,8 +35,11 @@ void UnitGatherer::issue(size_t u, GatherEvent::Kind kind) {
       peak_live_ = std::max(peak_live_, live_);
     }
   }
-  work_[u] = comm_.all_gather(Buffer{const_cast<float*>(shard_.data()) + layout_.shard_offset(u),
-                                     layout_.block_numel(u), DataType::f32},
+  // In place: this rank's block goes where the gather would put it.
+  const size_t blk = layout_.block_numel(u);
+  float* mine = full_[u].data() + size_t(comm_.rank()) * blk;
+  own_block_(u, mine);
+  work_[u] = comm_.all_gather(Buffer{mine, blk, DataType::f32},
                               Buffer{full_[u].data(), full_[u].size(), DataType::f32});
   ++stats_.collectives;
   stats_.bus_bytes += gather_bus_bytes(full_[u].size() * sizeof(float), comm_.size());

@@ -2,6 +2,7 @@
 // `depth` gathers of the current pass in flight, and frees each unit after use.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -11,8 +12,10 @@ namespace strata::sharding {
 
 class UnitGatherer {
  public:
-  /// `shard` is this rank's shard space of parameters (must outlive the gatherer).
-  UnitGatherer(Communicator comm, const FlatLayout& layout, std::span<const float> shard, int depth,
+  /// Copies this rank's block of unit u's parameters (block_numel(u) floats) to `dst`: from the
+  /// engine's shard, or from the file the shard is offloaded to.
+  using BlockReader = std::function<void(size_t u, float* dst)>;
+  UnitGatherer(Communicator comm, const FlatLayout& layout, BlockReader own_block, int depth,
                size_t resident_below_bytes);
   /// Waits for the gathers still in flight (a pass's last prefetch): every rank takes part in
   /// them, and they write into this gatherer's buffers.
@@ -46,7 +49,7 @@ class UnitGatherer {
 
   Communicator comm_;
   const FlatLayout& layout_;
-  std::span<const float> shard_;
+  BlockReader own_block_;
   int depth_;
   bool forward_ = true;
   static constexpr size_t kNone = size_t(-1);

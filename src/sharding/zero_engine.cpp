@@ -3,7 +3,8 @@
 //   stage 1: full params, full grads (all-reduce), moments of the shard; params all-gathered
 //   stage 2: full params, grad shard (reduce-scatter), moments of the shard; params all-gathered
 //   stage 3: param shard (units gathered on demand), grad shard, moments of the shard
-// The moments live in a MomentStore: in memory, or offloaded to a file.
+// The moments live in a StateStore: in memory, or offloaded to a file (with, at stage 3, the
+// parameter shard if asked).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,13 +13,13 @@
 #include "sharding/adamw.hpp"
 #include "sharding/checkpoint.hpp"
 #include "sharding/fail.hpp"
-#include "sharding/moment_store.hpp"
+#include "sharding/state_store.hpp"
 #include "sharding/unit_gatherer.hpp"
 
 namespace strata {
 
 using sharding::fail;
-using sharding::MomentStore;
+using sharding::StateStore;
 
 class ZeroEngine::Impl {
  public:
@@ -27,21 +28,27 @@ class ZeroEngine::Impl {
     if (o.stage < 0 || o.stage > 3)
       fail("ZeroEngine", comm_.rank(), "stage " + std::to_string(o.stage) + " (expected 0-3)");
     const size_t owned = o.stage == 0 ? layout_.padded_numel() : layout_.shard_numel();
-    moments_ = o.offload.optimizer_dir.empty()
-                   ? MomentStore::in_memory(owned)
-                   : MomentStore::on_disk(owned, o.offload, comm_.rank());
-    if (o.stage == 3)
-      shard_params_.assign(layout_.shard_numel(), 0.0f);
-    else
+    if (o.offload.params && (o.stage != 3 || o.offload.optimizer_dir.empty()))
+      fail("ZeroEngine", comm_.rank(),
+           "offload.params needs stage 3 (stages 0-2 keep the full parameters) and "
+           "offload.optimizer_dir (where the file goes)");
+    state_ = o.offload.optimizer_dir.empty()
+                 ? StateStore::in_memory(owned)
+                 : StateStore::on_disk(owned, o.offload.params, o.offload, comm_.rank());
+    if (o.stage < 3)
       full_params_.assign(layout_.padded_numel(), 0.0f);
+    else if (!state_->holds_params())
+      shard_params_.assign(layout_.shard_numel(), 0.0f);
     bucketer_.emplace(comm_, layout_,
                       o.stage >= 2 ? GradReduction::reduce_scatter : GradReduction::all_reduce,
                       o.buckets);
     // Stage-3 gathers get their own communicator: on the bucketer's they would queue behind
     // the reduce-scatters backward launches, and the next layer's parameters would come late.
     if (o.stage == 3)
-      gatherer_.emplace(comm_.split(0, comm_.rank(), CommOptions{.name = comm_.name() + "/gather"}),
-                        layout_, shard_params_, o.prefetch_depth, o.resident_below_bytes);
+      gatherer_.emplace(
+          comm_.split(0, comm_.rank(), CommOptions{.name = comm_.name() + "/gather"}), layout_,
+          [this](size_t u, float* dst) { read_own_block(u, dst); }, o.prefetch_depth,
+          o.resident_below_bytes);
   }
 
   // In-flight parameter gathers write into full_params_: they must end before it is freed.
@@ -61,7 +68,10 @@ class ZeroEngine::Impl {
     await_all_params();
     std::vector<float>& p = opt_.stage < 3 ? full_params_ : shard_params_;
     for_owned_part(opt_.stage < 3, t, [&](size_t own, size_t from, size_t n) {
-      std::copy_n(value.data() + from, n, p.data() + own);
+      if (p.empty())
+        state_->write(StateStore::p, own, n, value.data() + from);
+      else
+        std::copy_n(value.data() + from, n, p.data() + own);
     });
     if (gatherer_) gatherer_->invalidate();
   }
@@ -72,8 +82,8 @@ class ZeroEngine::Impl {
     check_value(t, "set_state", m);
     check_value(t, "set_state", v);
     for_owned_part(opt_.stage == 0, t, [&](size_t own, size_t from, size_t n) {
-      moments_->write(MomentStore::m, own, n, m.data() + from);
-      moments_->write(MomentStore::v, own, n, v.data() + from);
+      state_->write(StateStore::m, own, n, m.data() + from);
+      state_->write(StateStore::v, own, n, v.data() + from);
     });
   }
   void set_steps_done(int64_t steps) {
@@ -83,7 +93,9 @@ class ZeroEngine::Impl {
 
   void begin_pass(bool forward) {
     if (gatherer_) gatherer_->set_forward(forward);
-    if (!forward && opt_.rule == UpdateRule::adamw) moments_->prefetch();  // read behind backward
+    // The moments' first chunks are read behind backward, unless the parameters share the file:
+    // then backward's gathers read it, and a read-ahead would be dropped.
+    if (!forward && opt_.rule == UpdateRule::adamw && !state_->holds_params()) state_->prefetch();
   }
   void gather(size_t u) {
     if (u >= layout_.num_units()) fail("ZeroEngine.gather", rank(), "no unit " + std::to_string(u));
@@ -111,20 +123,26 @@ class ZeroEngine::Impl {
 
   void step() {
     await_all_params();  // the update below writes this rank's blocks, which the gathers read
+    if (opt_.rule == UpdateRule::adamw || state_->holds_params()) state_->prefetch();
     bucketer_->finish();
     ++steps_;
     const double norm = grad_norm();
     const float scale = sharding::clip_factor(opt_.adamw, norm);
+    const bool sgd = opt_.rule == UpdateRule::sgd;
     for_each_owned([&](size_t, size_t own, float* p, const float* g, size_t n) {
-      if (opt_.rule == UpdateRule::sgd) return sharding::sgd_update(opt_.adamw, scale, p, g, n);
-      for (size_t i = 0; i < n;) {  // the moments come a chunk at a time when offloaded
-        const MomentStore::Slice mv = moments_->map(own + i);
-        const size_t k = std::min(mv.n, n - i);
-        sharding::adamw_update(opt_.adamw, steps_, scale, p + i, g + i, mv.m, mv.v, k);
+      if (sgd && p) return sharding::sgd_update(opt_.adamw, scale, p, g, n);
+      for (size_t i = 0; i < n;) {  // a chunk at a time when offloaded
+        const StateStore::Slice s = state_->map(own + i);
+        const size_t k = std::min(s.n, n - i);
+        float* pk = p ? p + i : s.p;  // the parameters are in the store when p is null
+        if (sgd)
+          sharding::sgd_update(opt_.adamw, scale, pk, g + i, k);
+        else
+          sharding::adamw_update(opt_.adamw, steps_, scale, pk, g + i, s.m, s.v, k);
         i += k;
       }
     });
-    moments_->finish();
+    state_->finish();
     if (opt_.stage == 1 || opt_.stage == 2) launch_param_gathers();
     if (gatherer_) gatherer_->invalidate();
     // The step's communication: buckets, gathers and the engine's own collectives.
@@ -147,20 +165,21 @@ class ZeroEngine::Impl {
 
   std::vector<float> full_params() {
     await_all_params();
-    return opt_.stage < 3 ? gather_owned(full_params_, true) : gather_owned(shard_params_, false);
+    return opt_.stage < 3 ? gather_owned(full_params_, true) : gather_owned(shard_params(), false);
   }
   EngineState state() {
     EngineState s;
     s.params = full_params();
-    s.m = gather_owned(moment(MomentStore::m), opt_.stage == 0);
-    s.v = gather_owned(moment(MomentStore::v), opt_.stage == 0);
+    s.m = gather_owned(stored(StateStore::m), opt_.stage == 0);
+    s.v = gather_owned(stored(StateStore::v), opt_.stage == 0);
     s.steps = steps_;
     return s;
   }
 
   std::vector<float> shard_params() {
     await_all_params();
-    return opt_.stage < 3 ? to_shard(full_params_, true) : shard_params_;
+    if (opt_.stage < 3) return to_shard(full_params_, true);
+    return shard_params_.empty() ? stored(StateStore::p) : shard_params_;
   }
   // Stages 0-2 gather every rank's new blocks into the full parameters as after step(); stage 3
   // drops what it had gathered.
@@ -171,7 +190,10 @@ class ZeroEngine::Impl {
                std::to_string(layout_.shard_numel()));
     await_all_params();
     if (opt_.stage == 3) {
-      std::copy(values.begin(), values.end(), shard_params_.begin());
+      if (shard_params_.empty())
+        state_->write(StateStore::p, 0, values.size(), values.data());
+      else
+        std::copy(values.begin(), values.end(), shard_params_.begin());
       gatherer_->invalidate();
       return;
     }
@@ -187,8 +209,10 @@ class ZeroEngine::Impl {
                         ? full_params_.size() * sizeof(float)
                         : shard_params_.size() * sizeof(float) + gatherer_->resident_bytes();
     r.grad_bytes = bucketer_->grad_bytes();
-    r.optimizer_bytes = moments_->resident_bytes();
-    r.offloaded_bytes = moments_->offloaded_bytes();
+    r.optimizer_bytes = state_->resident_bytes();
+    r.offloaded_optimizer_bytes =
+        state_->offloaded_bytes(StateStore::m) + state_->offloaded_bytes(StateStore::v);
+    r.offloaded_param_bytes = state_->offloaded_bytes(StateStore::p);
     r.peak_gathered_bytes = gatherer_ ? gatherer_->peak_live_bytes() : 0;
     return r;
   }
@@ -204,8 +228,8 @@ class ZeroEngine::Impl {
     sharding::ShardState s;
     s.step = steps_;
     s.params = shard_params();
-    s.m = to_shard(moment(MomentStore::m), opt_.stage == 0);
-    s.v = to_shard(moment(MomentStore::v), opt_.stage == 0);
+    s.m = to_shard(stored(StateStore::m), opt_.stage == 0);
+    s.v = to_shard(stored(StateStore::v), opt_.stage == 0);
     sharding::save_checkpoint(comm_, layout_, opt_.stage, s, dir);
   }
 
@@ -216,17 +240,21 @@ class ZeroEngine::Impl {
     for (size_t u = 0; u < layout_.num_units(); ++u) {
       const size_t so = layout_.shard_offset(u), blk = layout_.block_numel(u);
       const size_t fo = layout_.unit_offset(u), own = size_t(rank()) * blk;
-      if (opt_.stage < 3)
-        in.read(R::params, u, 0, layout_.unit_numel(u), full_params_.data() + fo);
-      else
-        in.read(R::params, u, own, blk, shard_params_.data() + so);
       const size_t at = opt_.stage == 0 ? fo : so,
                    n = opt_.stage == 0 ? layout_.unit_numel(u) : blk;
       std::vector<float> tmp(n);
+      if (opt_.stage < 3) {
+        in.read(R::params, u, 0, layout_.unit_numel(u), full_params_.data() + fo);
+      } else if (shard_params_.empty()) {
+        in.read(R::params, u, own, blk, tmp.data());
+        state_->write(StateStore::p, so, blk, tmp.data());
+      } else {
+        in.read(R::params, u, own, blk, shard_params_.data() + so);
+      }
       in.read(R::moment1, u, opt_.stage == 0 ? 0 : own, n, tmp.data());
-      moments_->write(MomentStore::m, at, n, tmp.data());
+      state_->write(StateStore::m, at, n, tmp.data());
       in.read(R::moment2, u, opt_.stage == 0 ? 0 : own, n, tmp.data());
-      moments_->write(MomentStore::v, at, n, tmp.data());
+      state_->write(StateStore::v, at, n, tmp.data());
     }
     steps_ = in.step();
     if (gatherer_) gatherer_->invalidate();
@@ -254,10 +282,19 @@ class ZeroEngine::Impl {
     if (a < b) f(layout_.shard_offset(u) + a - lo, a - off, b - a);
   }
 
-  // One moment's whole owned storage (a copy, in memory for the caller's while).
-  std::vector<float> moment(MomentStore::Moment which) {
-    std::vector<float> out(moments_->size());
-    moments_->read(which, 0, out.size(), out.data());
+  // Stage 3: this rank's block of unit u's parameters, for the gatherer.
+  void read_own_block(size_t u, float* dst) {
+    const size_t so = layout_.shard_offset(u), blk = layout_.block_numel(u);
+    if (shard_params_.empty())
+      state_->read(StateStore::p, so, blk, dst);
+    else
+      std::copy_n(shard_params_.data() + so, blk, dst);
+  }
+
+  // One array's whole owned storage in the store (a copy, in memory for the caller's while).
+  std::vector<float> stored(StateStore::Array which) {
+    std::vector<float> out(state_->size());
+    state_->read(which, 0, out.size(), out.data());
     return out;
   }
 
@@ -323,8 +360,9 @@ class ZeroEngine::Impl {
         case 2:
           f(fo, so, full_params_.data() + fo, bucketer_->shard_grads().data() + so, blk);
           break;
-        default:
-          f(fo, so, shard_params_.data() + so, bucketer_->shard_grads().data() + so, blk);
+        default:  // null: the parameters are in the store
+          f(fo, so, shard_params_.empty() ? nullptr : shard_params_.data() + so,
+            bucketer_->shard_grads().data() + so, blk);
       }
     }
   }
@@ -390,7 +428,7 @@ class ZeroEngine::Impl {
   FlatLayout layout_;
   ZeroOptions opt_;
   std::vector<float> full_params_, shard_params_;
-  std::unique_ptr<MomentStore> moments_;
+  std::unique_ptr<StateStore> state_;
   std::optional<GradBucketer> bucketer_;
   std::optional<sharding::UnitGatherer> gatherer_;
   std::vector<std::optional<Work>> updating_;  // stages 1-2: parameter gathers still in flight

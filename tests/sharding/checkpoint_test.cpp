@@ -54,12 +54,13 @@ void train(const shtest::Mlp& m, ZeroEngine& e, strata::Communicator& c, int fir
 
 struct Reshard {
   int from_size, from_stage, to_size, to_stage;
-  bool offload_from = false, offload_to = false;  // moments in a file, through a small window
+  // Moments (and at stage 3 the parameter shard) in a file, through a small window.
+  bool offload_from = false, offload_to = false;
 };
 
 ZeroOptions options(int stage, bool offload) {
   ZeroOptions o = options(stage);
-  if (offload) o.offload = {fs::temp_directory_path().string(), 192};
+  if (offload) o.offload = {fs::temp_directory_path().string(), 288, stage == 3};
   return o;
 }
 

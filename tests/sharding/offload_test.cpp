@@ -1,6 +1,7 @@
-// Optimizer-state offload on every world size: moments in a file train bit for bit as in memory
-// at every stage and window, the resident window is what MemoryReport says, state moves in and
-// out, and a bad directory or a full disk is an error naming the path before any step.
+// Offload on every world size: moments (and at stage 3 the parameter shard) in a file train bit
+// for bit as in memory at every stage and window, the resident window is what MemoryReport says,
+// state moves in and out, and a bad directory, a full disk or a bad combination is an error
+// naming it before any step.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -38,23 +39,36 @@ TEST(Offload, EveryStageAndWindowTrainsBitForBitAsInMemory) {
     train(m, mem, 0, 5);
     const strata::EngineState want = mem.state();
     const size_t owned = mem.memory().optimizer_bytes / 8;  // elements of m (and of v)
-    // 192 bytes: chunks of 8 elements, cutting through units; 1000: 41; 1 MiB: one chunk.
-    for (size_t window : {size_t(192), size_t(1000), size_t(1) << 20}) {
-      SCOPED_TRACE(testing::Message() << "stage " << stage << " window " << window);
-      ZeroEngine e(w, m.specs(), options(stage, window));
-      shtest::init_engine(m, e);
-      train(m, e, 0, 5);
-      const strata::EngineState got = e.state();
-      EXPECT_EQ(got.params, want.params);
-      EXPECT_EQ(got.m, want.m);
-      EXPECT_EQ(got.v, want.v);
-      const size_t chunk = std::min(window / 24, owned), chunks = (owned + chunk - 1) / chunk;
-      const auto r = e.memory();
-      EXPECT_EQ(r.optimizer_bytes, std::min<size_t>(3, chunks) * 8 * chunk);
-      EXPECT_LE(r.optimizer_bytes, window);
-      EXPECT_EQ(r.offloaded_bytes, 8 * owned);
-      if (window == 192) {
-        EXPECT_GT(chunks, 3u);  // the ring of slots turns over
+    for (bool params : {false, true}) {
+      if (params && stage != 3) continue;
+      const size_t arrays = params ? 3 : 2, per_element = 3 * arrays * sizeof(float);
+      // The smallest window: chunks of 8 elements, cutting through units; 1 MiB: one chunk.
+      for (size_t window : {8 * per_element, size_t(1000), size_t(1) << 20}) {
+        SCOPED_TRACE(testing::Message()
+                     << "stage " << stage << " window " << window << " params " << params);
+        ZeroOptions o = options(stage, window);
+        o.offload.params = params;
+        ZeroEngine e(w, m.specs(), o);
+        shtest::init_engine(m, e);
+        train(m, e, 0, 5);
+        const strata::EngineState got = e.state();
+        EXPECT_EQ(got.params, want.params);
+        EXPECT_EQ(got.m, want.m);
+        EXPECT_EQ(got.v, want.v);
+        const size_t chunk = std::min(window / per_element, owned);
+        const size_t chunks = (owned + chunk - 1) / chunk;
+        const auto r = e.memory();
+        EXPECT_EQ(r.optimizer_bytes, std::min<size_t>(3, chunks) * arrays * 4 * chunk);
+        EXPECT_LE(r.optimizer_bytes, window);
+        EXPECT_EQ(r.offloaded_optimizer_bytes, 8 * owned);
+        EXPECT_EQ(r.offloaded_param_bytes, params ? 4 * owned : 0);
+        // Offloaded, the parameters held are the gathered units only.
+        if (params) {
+          EXPECT_EQ(r.param_bytes, mem.memory().param_bytes - 4 * owned);
+        }
+        if (window == 8 * per_element) {
+          EXPECT_GT(chunks, 3u);  // the ring of slots turns over
+        }
       }
     }
   }
@@ -68,7 +82,9 @@ TEST(Offload, StateMovesInAndOutAndTrainingContinuesTheSame) {
     shtest::init_engine(m, a);
     train(m, a, 0, 3);
     const strata::EngineState st = a.state();
-    ZeroEngine b(w, m.specs(), options(stage, 192));
+    ZeroOptions o = options(stage, 288);
+    o.offload.params = stage == 3;
+    ZeroEngine b(w, m.specs(), o);
     shtest::set_state(m, b, st);
     const strata::EngineState back = b.state();
     EXPECT_EQ(back.params, st.params) << "stage " << stage;
@@ -94,7 +110,7 @@ void expect_refused(const ZeroOptions& o, strata::ErrorCode code,
   }
 }
 
-TEST(Offload, AMissingDirectoryAFileOrATinyWindowIsRefusedNamingIt) {
+TEST(Offload, AMissingDirectoryAFileATinyWindowOrParamsBelowStage3AreRefused) {
   const auto inv = strata::ErrorCode::invalid_argument;
   ZeroOptions o = options(1, 192);
   o.offload.optimizer_dir = "/nonexistent/strata-offload";
@@ -105,6 +121,12 @@ TEST(Offload, AMissingDirectoryAFileOrATinyWindowIsRefusedNamingIt) {
   expect_refused(o, inv, {file});
   std::filesystem::remove(file);
   expect_refused(options(1, 191), inv, {"191 bytes", "at least 192"});
+  o = options(3, 287);
+  o.offload.params = true;
+  expect_refused(o, inv, {"287 bytes", "at least 288", "parameters"});
+  o = options(2, 1 << 20);
+  o.offload.params = true;
+  expect_refused(o, inv, {"offload.params needs stage 3"});
 }
 
 TEST(Offload, NoRoomForTheFileIsRefusedNamingItAndTheBytes) {

@@ -93,6 +93,12 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
   r = gpt::parse_command_line(5, const_cast<char**>(offload), help);
   EXPECT_EQ(r.train.offload.optimizer_dir, "/x y");
   EXPECT_EQ(r.train.offload.window_bytes, size_t(3) << 20);
+  EXPECT_NE(error({"strata-gpt", "--offload-params", "--stage", "3"}).find("--offload-params"),
+            std::string::npos);
+  EXPECT_NE(
+      error({"strata-gpt", "--offload-params", "--stage", "2", "--offload-optimizer", "disk:/tmp"})
+          .find("--stage 3"),
+      std::string::npos);
 }
 
 // With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of

@@ -1,4 +1,4 @@
-#include "sharding/moment_store.hpp"
+#include "sharding/state_store.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,16 +10,18 @@
 namespace strata::sharding {
 namespace {
 
-class MemoryMoments final : public MomentStore {
+class MemoryMoments final : public StateStore {
  public:
   explicit MemoryMoments(size_t n)
-      : MomentStore(n), mv_{std::vector<float>(n), std::vector<float>(n)} {}
-  Slice map(size_t off) override { return {mv_[0].data() + off, mv_[1].data() + off, n_ - off}; }
-  void read(Moment w, size_t off, size_t n, float* dst) override {
-    std::copy_n(mv_[w].data() + off, n, dst);
+      : StateStore(n), mv_{std::vector<float>(n), std::vector<float>(n)} {}
+  Slice map(size_t off) override {
+    return {mv_[0].data() + off, mv_[1].data() + off, nullptr, n_ - off};
   }
-  void write(Moment w, size_t off, size_t n, const float* src) override {
-    std::copy_n(src, n, mv_[w].data() + off);
+  void read(Array w, size_t off, size_t n, float* dst) override {
+    std::copy_n(mv_.at(w).data() + off, n, dst);
+  }
+  void write(Array w, size_t off, size_t n, const float* src) override {
+    std::copy_n(src, n, mv_.at(w).data() + off);
   }
   size_t resident_bytes() const override { return 2 * n_ * sizeof(float); }
 
@@ -27,22 +29,23 @@ class MemoryMoments final : public MomentStore {
   std::array<std::vector<float>, 2> mv_;
 };
 
-// The file holds chunk after chunk, each C elements of m then C of v (the last one padded).
-// Slot k % 3 holds chunk k; the file's one I/O thread runs jobs in order, so a chunk read into a
-// slot whose previous chunk is still being written waits for that write by construction, and the
-// sweep waits for a slot's last job before it touches the slot.
-class DiskMoments final : public MomentStore {
+// The file holds chunk after chunk, each C elements of m, then of v, then (if held) of p; the
+// last chunk is padded. Slot k % 3 holds chunk k; the file's one I/O thread runs jobs in order,
+// so a chunk read into a slot whose previous chunk is still being written waits for that write by
+// construction, and the sweep waits for a slot's last job before it touches the slot.
+class DiskState final : public StateStore {
  public:
   static constexpr size_t kSlots = 3;
 
-  DiskMoments(size_t n, size_t chunk, const std::string& dir, int rank)
-      : MomentStore(n),
+  DiskState(size_t n, size_t arrays, size_t chunk, const std::string& dir, int rank)
+      : StateStore(n),
+        A_(arrays),
         C_(chunk),
         chunks_((n + chunk - 1) / chunk),
-        file_(dir, chunks_ * 2 * chunk * sizeof(float), "ZeroEngine.offload", rank) {
-    for (size_t i = 0; i < std::min(kSlots, chunks_); ++i) slots_[i].data.assign(2 * C_, 0.0f);
+        file_(dir, chunks_ * arrays * chunk * sizeof(float), "ZeroEngine.offload", rank) {
+    for (size_t i = 0; i < std::min(kSlots, chunks_); ++i) slots_[i].data.assign(A_ * C_, 0.0f);
   }
-  ~DiskMoments() override {
+  ~DiskState() override {
     try {
       file_.drain();
     } catch (const Error&) {  // the engine is going away; the next wait would have reported it
@@ -62,20 +65,21 @@ class DiskMoments final : public MomentStore {
     }
     float* base = slots_[k % kSlots].data.data();
     const size_t i = off - k * C_;
-    return {base + i, base + C_ + i, std::min(C_ - i, n_ - off)};
+    return {base + i, base + C_ + i, A_ > 2 ? base + 2 * C_ + i : nullptr,
+            std::min(C_ - i, n_ - off)};
   }
   void finish() override {
     if (current_ != kNone) store(current_);
     current_ = kNone;
   }
 
-  void read(Moment w, size_t off, size_t n, float* dst) override {
+  void read(Array w, size_t off, size_t n, float* dst) override {
     settle();
     for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
       file_.wait(file_.read(at, dst + i, len * sizeof(float)));
     });
   }
-  void write(Moment w, size_t off, size_t n, const float* src) override {
+  void write(Array w, size_t off, size_t n, const float* src) override {
     settle();
     for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
       file_.write(at, src + i, len * sizeof(float));
@@ -83,10 +87,11 @@ class DiskMoments final : public MomentStore {
     file_.drain();
   }
 
+  bool holds_params() const override { return A_ > 2; }
   size_t resident_bytes() const override {
-    return std::min(kSlots, chunks_) * 2 * C_ * sizeof(float);
+    return std::min(kSlots, chunks_) * A_ * C_ * sizeof(float);
   }
-  size_t offloaded_bytes() const override { return 2 * n_ * sizeof(float); }
+  size_t offloaded_bytes(Array w) const override { return size_t(w) < A_ ? n_ * sizeof(float) : 0; }
 
  private:
   static constexpr size_t kNone = size_t(-1);
@@ -96,7 +101,7 @@ class DiskMoments final : public MomentStore {
     AsyncFile::Ticket ticket = 0;
   };
 
-  size_t chunk_bytes() const { return 2 * C_ * sizeof(float); }
+  size_t chunk_bytes() const { return A_ * C_ * sizeof(float); }
   Slot& load(size_t k) {
     Slot& s = slots_[k % kSlots];
     if (s.chunk != k) {
@@ -117,11 +122,11 @@ class DiskMoments final : public MomentStore {
   }
   // Calls f(file byte offset, index into the caller's array, elements) chunk by chunk.
   template <typename F>
-  void for_pieces(Moment w, size_t off, size_t n, F f) {
-    if (off + n > n_)
+  void for_pieces(Array w, size_t off, size_t n, F f) {
+    if (off + n > n_ || size_t(w) >= A_)
       fail("ZeroEngine.offload", -1,
-           "moments [" + std::to_string(off) + ", " + std::to_string(off + n) + ") past " +
-               std::to_string(n_),
+           "array " + std::to_string(int(w)) + " [" + std::to_string(off) + ", " +
+               std::to_string(off + n) + ") is not in the file",
            ErrorCode::internal);
     for (size_t i = 0; i < n;) {
       const size_t k = (off + i) / C_, within = off + i - k * C_;
@@ -131,7 +136,7 @@ class DiskMoments final : public MomentStore {
     }
   }
 
-  size_t C_, chunks_;
+  size_t A_, C_, chunks_;
   AsyncFile file_;
   std::array<Slot, kSlots> slots_;
   size_t current_ = kNone;
@@ -139,20 +144,22 @@ class DiskMoments final : public MomentStore {
 
 }  // namespace
 
-std::unique_ptr<MomentStore> MomentStore::in_memory(size_t n) {
+std::unique_ptr<StateStore> StateStore::in_memory(size_t n) {
   return std::make_unique<MemoryMoments>(n);
 }
 
-std::unique_ptr<MomentStore> MomentStore::on_disk(size_t n, const OffloadOptions& o, int rank) {
+std::unique_ptr<StateStore> StateStore::on_disk(size_t n, bool params, const OffloadOptions& o,
+                                                int rank) {
   constexpr size_t kMinChunk = 8;  // tiny, but any chunk is correct; only its speed suffers
-  const size_t chunk = o.window_bytes / (DiskMoments::kSlots * 2 * sizeof(float));
+  const size_t arrays = params ? 3 : 2, per_element = DiskState::kSlots * arrays * sizeof(float);
+  const size_t chunk = o.window_bytes / per_element;
   if (chunk < kMinChunk)
     fail("ZeroEngine", rank,
          "offload window of " + std::to_string(o.window_bytes) + " bytes: at least " +
-             std::to_string(kMinChunk * DiskMoments::kSlots * 2 * sizeof(float)) +
-             " (three chunks of m and v)");
-  return std::make_unique<DiskMoments>(n, std::min(chunk, std::max<size_t>(n, 1)), o.optimizer_dir,
-                                       rank);
+             std::to_string(kMinChunk * per_element) + " (three chunks of " +
+             (params ? "m, v and the parameters)" : "m and v)"));
+  return std::make_unique<DiskState>(n, arrays, std::min(chunk, std::max<size_t>(n, 1)),
+                                     o.optimizer_dir, rank);
 }
 
 }  // namespace strata::sharding
