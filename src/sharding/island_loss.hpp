@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "strata/store.hpp"
+#include "strata/communicator.hpp"  // Store, through the runtime the islands agree over
 
 namespace strata::sharding {
 
