@@ -31,3 +31,16 @@ add_test(NAME cluster_perf_all_reduce_2x2_1gbit
           -- $<TARGET_FILE:strata-perf> all_reduce -b 8 -e 4M -f 8 -n 1 -w 1 -c 1)
 set_tests_properties(cluster_perf_all_reduce_2x2_1gbit PROPERTIES
   TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "STRATA_TIMEOUT=120")
+
+# Two sites joined by a wide-area link of 100 Mbit/s and 25 ms per uplink (netem, or the
+# userspace delay line where the kernel has none): a TCP round trip takes 4 x 25 ms, and
+# strata-perf's all-reduce, its results checked, crosses it.
+add_test(NAME cluster_sites_wan_rtt
+  COMMAND ${STRATA_CLUSTER} --nodes 2 --sites 2 --ranks-per-node 1 --wan-rate 100mbit
+          --wan-delay 25ms --timeout 100 -- python3 ${PROJECT_SOURCE_DIR}/tests/cluster_rtt_check.py 100)
+add_test(NAME cluster_sites_wan_perf
+  COMMAND ${STRATA_CLUSTER} --nodes 2 --sites 2 --ranks-per-node 2 --wan-rate 100mbit
+          --wan-delay 25ms --timeout 280
+          -- $<TARGET_FILE:strata-perf> all_reduce -b 8 -e 1M -f 32 -n 1 -w 1 -c 1)
+set_tests_properties(cluster_sites_wan_rtt cluster_sites_wan_perf PROPERTIES
+  TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE ENVIRONMENT "STRATA_TIMEOUT=120")
