@@ -5,12 +5,15 @@
 # Prints per run: tokens per second (median step after the first), the validation loss at the
 # end, and the bytes that crossed the link per training token (strata-cluster's uplink counters).
 #
-#   benchmarks/diloco_sites.sh [WAN_RATE] [STEPS] [H]      (default 100mbit 200 50)
+#   benchmarks/diloco_sites.sh [WAN_RATE] [STEPS] [H] [WAN_DELAY]   (default 100mbit 200 50,
+#                                                                    no delay; 25ms per uplink
+#                                                                    is 50 ms one way)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${1:-100mbit}
 STEPS=${2:-200}
 H=${3:-50}
+DELAY=${4:-}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -19,7 +22,7 @@ run() {
   local name=$1 rate=$2
   shift 2
   local wan=()
-  [ "$rate" != - ] && wan=(--wan-rate "$rate")
+  [ "$rate" != - ] && wan=(--wan-rate "$rate" ${DELAY:+--wan-delay "$DELAY"})
   tools/strata-cluster --nodes 2 --sites 2 --ranks-per-node 2 "${wan[@]}" --timeout 3000 -- \
     build/bin/strata-gpt train --config small --steps "$STEPS" --eval-every "$STEPS" \
     --eval-batches 8 --sample 0 --quiet --json "$OUT/$name.json" "$@" >"$OUT/$name.out" \
@@ -36,7 +39,7 @@ print(f"{name:<34} {tokens / statistics.median(secs):9.0f} tok/s  val {j['val'][
 EOF
 }
 
-echo "2 sites x 2 ranks, wide-area link $RATE, small, $STEPS steps, batch 32 (commit $(git rev-parse --short HEAD))"
+echo "2 sites x 2 ranks, wide-area link $RATE${DELAY:+ + $DELAY per uplink}, small, $STEPS steps, batch 32 (commit $(git rev-parse --short HEAD))"
 run "dp4 (synchronous)" "$RATE"
 run "islands2 H$H" "$RATE" --islands 2 --outer-every "$H"
 run "islands2 H$H, link unshaped" - --islands 2 --outer-every "$H"

@@ -24,7 +24,8 @@ constexpr const char* kHelp =
     "usage: strata-run -n N [options] [--] program [args...]\n"
     "\n"
     "Starts N ranks of program on this machine, as torchrun --standalone does: each gets RANK,\n"
-    "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN,\n"
+    "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and STRATA_JOB_TOKEN\n"
+    "(a random one unless it is set),\n"
     "which torch.distributed's init_process_group and Communicator::from_env() (C:\n"
     "strataCommInitFromEnv; Python: strata.Communicator.from_env()) read. torch's store takes\n"
     "MASTER_PORT; from_env's takes STRATA_STORE_PORT, a second free port (unless it is set),\n"
@@ -145,7 +146,9 @@ int main(int argc, char** argv) {
   std::string store_port = std::getenv("STRATA_STORE_PORT") ? std::getenv("STRATA_STORE_PORT") : "";
   while (store_port.empty() || store_port == std::to_string(port))
     store_port = std::to_string(free_port());
-  const std::string tok = token();
+  // A given token is kept, so that another job (an island joining, --join) can reach this store.
+  const std::string tok =
+      std::getenv("STRATA_JOB_TOKEN") ? std::getenv("STRATA_JOB_TOKEN") : token();
 
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);

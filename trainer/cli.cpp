@@ -70,6 +70,9 @@ islands (DiLoCo, docs/beyond-one-cluster.md):
   --outer-streaming F  the model in F fragments on staggered schedules, each exchange running
                        behind the next step (Streaming DiLoCo; default 1: all at once)
   --outer-dtype T      f32, bf16 or int8 (one scale per 256 values) for the exchange
+  --join HOST:PORT     be one new island of a running islands job, whose store is at HOST:PORT
+                       (its STRATA_STORE_PORT; STRATA_JOIN_TOKEN: its STRATA_JOB_TOKEN); the
+                       same options as that job, this job's ranks one island's
 output:
   --eval-every N       validation loss every N steps (default 50; 0: never)
   --eval-batches N     batches per validation (default 4)
@@ -187,6 +190,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},
       {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = float(to_double(f, v)); }},
       {"--outer-streaming", [&](auto& f, auto& v) { t.outer_fragments = positive(f, v); }},
+      {"--join", [&](auto&, auto& v) { t.join = v; }},
       {"--outer-dtype",
        [&](auto& f, auto& v) {
          if (v != "f32" && v != "bf16" && v != "int8")
@@ -252,6 +256,8 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     throw std::invalid_argument(
         "validate certifies one island's layouts: --islands, --outer-every "
         "are for train");
+  if (!t.join.empty() && t.islands < 2)
+    throw std::invalid_argument("--join needs --islands K, as the job it joins was started with");
   if (t.offload.params && (t.stage != 3 || t.offload.optimizer_dir.empty()))
     throw std::invalid_argument(
         "--offload-params needs --stage 3 and --offload-optimizer disk:DIR");

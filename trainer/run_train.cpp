@@ -124,7 +124,8 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
   std::vector<int64_t> all(mine.size() * size_t(world.size()));
   world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
   if (world.rank() != 0) return;
-  const int island = world.size() / o.islands;  // ranks of one island (all alike): the first's
+  // Ranks of one island (all alike): the first's. A joining job is one island.
+  const int island = o.join.empty() ? world.size() / o.islands : world.size();
   for (int s = 0; s < o.pp; ++s) {
     const int64_t* g = all.data() + size_t(s) * size_t(island / o.pp) * mine.size();
     const Memory f = memory_formula(o, island, s);
@@ -198,6 +199,7 @@ void print_step(const StepReport& s, const TrainOptions& o) {
 
 int run_train(strata::Communicator& world, const CharCorpus& data, const RunOptions& r) {
   const bool lead = world.rank() == 0;
+  const int ranks = r.train.join.empty() ? world.size() : world.size() * r.train.islands;
   TrainOptions o = r.train;
   Trainer t(world, data, o);
   if (!r.resume.empty()) {
@@ -209,8 +211,8 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
     std::printf(
         "strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
         "global batch %d x %d tokens, %d micro-batches, %d steps\n",
-        c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, world.size(),
-        layout_name(o, world.size()).c_str(), o.global_batch, c.ctx, o.micro_batches, o.steps);
+        c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, ranks,
+        layout_name(o, ranks).c_str(), o.global_batch, c.ctx, o.micro_batches, o.steps);
   print_memory(world, t, o);
   std::vector<StepReport> steps;
   std::vector<std::pair<int, float>> train_curve, val_curve;
@@ -236,15 +238,13 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   }
   if (lead && !r.plot.empty()) {
     const std::string title = "strata-gpt: " + std::to_string(c.num_params()) + " parameters, " +
-                              std::to_string(world.size()) + " ranks, stage " +
-                              std::to_string(o.stage);
+                              std::to_string(ranks) + " ranks, stage " + std::to_string(o.stage);
     if (!write_loss_plot(r.plot, title, train_curve, val_curve))
       throw std::runtime_error("cannot write " + r.plot);
     std::printf("loss curve: %s\n", r.plot.c_str());
   }
   if (lead && !r.json.empty())
-    write_json(r.json, r, world.size(), t.engine().memory(), t.activation_bytes(), steps, val_curve,
-               text);
+    write_json(r.json, r, ranks, t.engine().memory(), t.activation_bytes(), steps, val_curve, text);
   return 0;
 }
 

@@ -22,6 +22,8 @@ struct Islands {
   int count = 1, index = 0;
   Communicator island;  ///< this island's ranks: the world its mesh is built on
   Communicator across;  ///< the rank at this rank's place in every island (`count` ranks)
+  /// The job's store (the world's): where islands agree on a loss and a new island joins.
+  std::shared_ptr<Store> store;
 };
 /// Collective over `world`. Throws strata::Error(invalid_argument) when k is below 1 or does not
 /// divide the world.
@@ -57,6 +59,14 @@ struct DiLoCoOptions {
   /// How long the islands left wait for each other to agree (an island that neither checks in
   /// nor was seen failing is dropped when it passes).
   std::chrono::milliseconds agreement_timeout{60000};
+  /// The job's store (Islands::store; for a joining island, the running job's store reached
+  /// from outside: PrefixStore(TcpStore, "world")). Set with `island`: the islands agree there,
+  /// and once every H steps (at a step with no exchange in flight) admit an island that asked
+  /// to join (DiLoCo::join). Empty: agreements meet in `across`'s store and none may join. Keys
+  /// live under "diloco/": one DiLoCo per job (else a PrefixStore each).
+  std::shared_ptr<Store> job_store;
+  /// How long DiLoCo::join waits to be admitted (up to H steps of the running islands).
+  std::chrono::milliseconds join_timeout{600000};
 };
 
 /// What this rank's outer steps did.
@@ -66,6 +76,7 @@ struct OuterStats {
   double bytes = 0;                     ///< moved over `across`, nccl-tests' bus sense
   double seconds = 0;                   ///< spent in outer steps: packing, waiting and the update
   std::vector<int> lost_islands;        ///< islands dropped (DiLoCoOptions::island), in that order
+  std::vector<int> joined_islands;      ///< islands admitted (DiLoCo::join), in that order
 };
 
 /// DiLoCo's outer optimizer over a ZeroEngine. Each rank works on its engine's shard space
@@ -81,6 +92,13 @@ class DiLoCo {
   /// differ (a trainer's islands start alike from one seed). Throws strata::Error(invalid_argument)
   /// naming an option out of range (fragments above the units or above H among them).
   DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options = {});
+  /// A new island joining a running job: `options.island` is its whole group (laid out as the
+  /// running islands are), `options.job_store` the job's store. Asks to join, waits (up to
+  /// join_timeout) until the running islands admit it, then receives from the first of them, rank
+  /// by rank, its current parameters, snapshot and outer momentum and the inner step count, and
+  /// from then on takes part in every exchange. The engine's AdamW moments start at zero, its
+  /// step count at the running islands'. Collective over `options.island`.
+  static std::unique_ptr<DiLoCo> join(ZeroEngine& engine, DiLoCoOptions options);
   /// Finishes an exchange still in flight (every island takes part in it) without applying it.
   ~DiLoCo();
   /// After every engine.step(): applies the exchange in flight, if any, then starts the
@@ -92,8 +110,13 @@ class DiLoCo {
   /// Collective over the islands left: `values` averaged over them, element by element (an
   /// island lost meanwhile is dropped as in an exchange).
   void average_over_islands(std::span<double> values);
-  /// The islands still training, by their index at the start, in `across` order.
+  /// The islands training now, by index (those at the start 0..K-1, joiners K, K+1, ...), in
+  /// `across` order.
   const std::vector<int>& islands_left() const;
+  /// This island's index in islands_left().
+  int island_index() const;
+  /// Inner steps taken (a joiner counts from the running islands' count).
+  int64_t inner_steps() const;
   /// Fragment f's engine units [first, last].
   std::pair<size_t, size_t> fragment_units(int f) const;
   const OuterStats& stats() const;
@@ -102,6 +125,7 @@ class DiLoCo {
   struct Impl;
 
  private:
+  explicit DiLoCo(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

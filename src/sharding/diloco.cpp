@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "sharding/checkpoint.hpp"
+#include "sharding/diloco_impl.hpp"
 #include "sharding/fail.hpp"
-#include "sharding/island_loss.hpp"
 #include "sharding/outer_codec.hpp"
 
 namespace strata {
@@ -28,57 +28,14 @@ Islands split_islands(Communicator& world, int k) {
                           CommOptions{.name = world.name() + "/island" + std::to_string(is.index)});
   is.across =
       world.split(world.rank() % per, is.index, CommOptions{.name = world.name() + "/islands"});
+  is.store = world.store();
   return is;
 }
 
-// One fragment's exchange, from its start to its application: the pseudo-gradient (the
-// all-reduce's buffer, or the unpacked average), the parameters it started from, and the packed
-// copies of the quantised exchange.
-struct Exchange {
-  int fragment = -1;
-  std::optional<Work> work;
-  std::vector<float> delta, launched;
-  std::vector<uint8_t> send, recv;
-};
-
-struct DiLoCo::Impl {
-  struct Fragment {
-    size_t first_unit, last_unit, offset, size;  // units, and their span of shard space
-    int64_t due;                                 // exchanged when the inner step % H is this
-  };
-
-  Impl(ZeroEngine& e, Communicator a, DiLoCoOptions opt)
-      : engine(e), across(std::move(a)), o(opt), mine(across.rank()), meeting(across.store()) {
-    for (int i = 0; i < across.size(); ++i) left.push_back(i);
-  }
-
-  void check();
-  void split();
-  bool same_on_every_island();
-  void launch(int f, const std::vector<float>& now);
-  void start(Exchange& x);
-  void apply();
-  void settle(std::optional<Work> w, const std::function<std::optional<Work>()>& relaunch);
-  bool recover(const Error* seen);
-
-  ZeroEngine& engine;
-  Communicator across;
-  DiLoCoOptions o;
-  std::vector<int> left;  // the islands still training, by first index, in across order
-  int mine;               // this island's index
-  // Where the islands' first ranks agree: the store of the first `across`, which they all share.
-  std::shared_ptr<Store> meeting;
-  int agreements = 0;  // recover() calls that found a failure
-  std::vector<float> snapshot, momentum;
-  std::vector<Fragment> fragments;
-  int64_t inner = 0;  // inner steps so far
-  std::optional<Exchange> pending;
-  OuterStats stats;
-};
-
 void DiLoCo::Impl::check() {
   const auto bad = [&](const std::string& what) {
-    sharding::fail("DiLoCo", across.rank(), what + " (group " + across.name() + ")");
+    const Communicator& g = across ? across : o.island;  // a joiner has no `across` yet
+    sharding::fail("DiLoCo", g.rank(), what + " (group " + g.name() + ")");
   };
   if (o.outer_every < 1)
     bad("outer_every " + std::to_string(o.outer_every) + " (expected 1 or more)");
@@ -189,91 +146,6 @@ void DiLoCo::Impl::apply() {
   ++stats.fragment_syncs[size_t(x.fragment)];
 }
 
-// Waits for w. Watching for lost islands (o.island), a failure anywhere in this island drops the
-// islands lost and `relaunch` starts the operation again over the islands left, until it
-// completes on every rank of this island.
-void DiLoCo::Impl::settle(std::optional<Work> w,
-                          const std::function<std::optional<Work>()>& relaunch) {
-  std::optional<Error> failed;
-  for (;;) {
-    if (!failed) try {
-        if (w) w->wait();
-      } catch (const Error& e) {
-        if (!o.island) throw;
-        failed = e;
-      }
-    if (!o.island || !recover(failed ? &*failed : nullptr)) return;
-    failed.reset();
-    w.reset();
-    try {
-      w = relaunch();
-    } catch (const Error& e) {  // a shrink that failed leaves `across` empty: agree again
-      failed = e;
-    }
-  }
-}
-
-// Collective over this island: whether any of its ranks saw the last operation over `across`
-// fail, and if so the agreement on the islands left and the new `across`. A failure of the
-// island's own all-reduce (a rank of this island died) propagates: this island is lost.
-bool DiLoCo::Impl::recover(const Error* seen) {
-  const int K = int(std::max_element(left.begin(), left.end())[0]) + 1;
-  std::vector<int32_t> flags(size_t(K) + 1, 0);  // [0]: failed here; [1 + j]: island j seen dead
-  if (seen) {
-    flags[0] = 1;
-    const int peer = seen->where().peer;
-    if (across && seen->where().group == across.name() && peer >= 0 && peer < int(left.size()))
-      flags[1 + size_t(left[size_t(peer)])] = 1;
-  }
-  o.island.all_reduce(buffer(flags), ReduceOp::max).wait();
-  if (!flags[0]) return false;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int> dead;
-  for (int j = 0; j < K; ++j)
-    if (flags[1 + size_t(j)]) dead.push_back(j);
-  std::vector<int32_t> now(left.size(), -1);
-  if (o.island.rank() == 0) {
-    const std::vector<int> l = sharding::agree_islands_left(*meeting, left, mine, dead, agreements,
-                                                            o.agreement_timeout, o.island.rank());
-    std::copy(l.begin(), l.end(), now.begin());
-  }
-  o.island.broadcast(buffer(now), 0).wait();
-  ++agreements;
-  std::vector<int> exclude, kept;
-  for (size_t r = 0; r < left.size(); ++r) {
-    if (std::find(now.begin(), now.end(), left[r]) == now.end()) {
-      exclude.push_back(int(r));
-      stats.lost_islands.push_back(left[r]);
-    } else {
-      kept.push_back(left[r]);
-    }
-  }
-  const int S = o.island.size();
-  std::string rest;
-  for (int j : kept) {
-    if (!rest.empty()) rest += ',';
-    rest += std::to_string(j);
-  }
-  for (int r : exclude)
-    std::fprintf(
-        stderr,
-        "strata: DiLoCo: island %d (job ranks %d-%d) lost at inner step %lld; training "
-        "goes on with islands %s (agreed in %.0f ms)\n",
-        left[size_t(r)], left[size_t(r)] * S, left[size_t(r)] * S + S - 1, (long long)inner,
-        rest.c_str(),
-        1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  const std::string name = across ? across.name() : "islands";
-  left = kept;
-  try {
-    across =
-        across.shrink(exclude, CommOptions{.name = name + ".less" + std::to_string(agreements)});
-  } catch (const Error&) {
-    across = Communicator();
-    throw;
-  }
-  return true;
-}
-
 DiLoCo::DiLoCo(ZeroEngine& engine, Communicator across, DiLoCoOptions options)
     : impl_(std::make_unique<Impl>(engine, std::move(across), options)) {
   Impl& I = *impl_;
@@ -307,6 +179,8 @@ bool DiLoCo::after_inner_step() {
     if (I.fragments.size() == 1) I.apply();  // not streaming: at once
     started = true;
   }
+  if (I.o.island && I.o.job_store && !I.pending && I.inner % I.o.outer_every == I.join_step())
+    I.admit_joiners();
   I.stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return started;
 }
@@ -327,6 +201,9 @@ void DiLoCo::average_over_islands(std::span<double> values) {
 }
 
 const std::vector<int>& DiLoCo::islands_left() const { return impl_->left; }
+int DiLoCo::island_index() const { return impl_->mine; }
+int64_t DiLoCo::inner_steps() const { return impl_->inner; }
+DiLoCo::DiLoCo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::pair<size_t, size_t> DiLoCo::fragment_units(int f) const {
   const Impl::Fragment& fr = impl_->fragments.at(size_t(f));

@@ -1,9 +1,12 @@
 #include "sharding/island_loss.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <set>
 #include <string>
 
+#include "sharding/diloco_impl.hpp"
 #include "sharding/fail.hpp"
 #include "strata/error.hpp"
 
@@ -79,3 +82,87 @@ std::vector<int> agree_islands_left(Store& store, const std::vector<int>& member
 }
 
 }  // namespace strata::sharding
+
+namespace strata {
+
+// Waits for w. Watching for lost islands (o.island), a failure anywhere in this island drops the
+// islands lost and `relaunch` starts the operation again over the islands left, until it
+// completes on every rank of this island.
+void DiLoCo::Impl::settle(std::optional<Work> w,
+                          const std::function<std::optional<Work>()>& relaunch) {
+  std::optional<Error> failed;
+  for (;;) {
+    if (!failed) try {
+        if (w) w->wait();
+      } catch (const Error& e) {
+        if (!o.island) throw;
+        failed = e;
+      }
+    if (!o.island || !recover(failed ? &*failed : nullptr)) return;
+    failed.reset();
+    w.reset();
+    try {
+      w = relaunch();
+    } catch (const Error& e) {  // a shrink that failed leaves `across` empty: agree again
+      failed = e;
+    }
+  }
+}
+
+// Collective over this island: whether any of its ranks saw the last operation over `across`
+// fail, and if so the agreement on the islands left and the new `across`. A failure of the
+// island's own all-reduce (a rank of this island died) propagates: this island is lost.
+bool DiLoCo::Impl::recover(const Error* seen) {
+  const int K = int(std::max_element(left.begin(), left.end())[0]) + 1;
+  std::vector<int32_t> flags(size_t(K) + 1, 0);  // [0]: failed here; [1 + j]: island j seen dead
+  if (seen) {
+    flags[0] = 1;
+    const int peer = seen->where().peer;
+    if (across && seen->where().group == across.name() && peer >= 0 && peer < int(left.size()))
+      flags[1 + size_t(left[size_t(peer)])] = 1;
+  }
+  o.island.all_reduce(buffer(flags), ReduceOp::max).wait();
+  if (!flags[0]) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> dead;
+  for (int j = 0; j < K; ++j)
+    if (flags[1 + size_t(j)]) dead.push_back(j);
+  std::vector<int32_t> now(left.size(), -1);
+  if (o.island.rank() == 0) {
+    const std::vector<int> l = sharding::agree_islands_left(*meeting, left, mine, dead, agreements,
+                                                            o.agreement_timeout, o.island.rank());
+    std::copy(l.begin(), l.end(), now.begin());
+  }
+  o.island.broadcast(buffer(now), 0).wait();
+  ++agreements;
+  std::vector<int> exclude, kept;
+  for (size_t r = 0; r < left.size(); ++r) {
+    if (std::find(now.begin(), now.end(), left[r]) == now.end()) {
+      exclude.push_back(int(r));
+      stats.lost_islands.push_back(left[r]);
+    } else {
+      kept.push_back(left[r]);
+    }
+  }
+  const int S = o.island.size();
+  for (int r : exclude)
+    std::fprintf(
+        stderr,
+        "strata: DiLoCo: island %d (job ranks %d-%d) lost at inner step %lld; training "
+        "goes on with islands %s (agreed in %.0f ms)\n",
+        left[size_t(r)], left[size_t(r)] * S, left[size_t(r)] * S + S - 1, (long long)inner,
+        island_list(kept).c_str(),
+        1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const std::string name = across ? across.name() : "islands";
+  left = kept;
+  try {
+    across =
+        across.shrink(exclude, CommOptions{.name = name + ".less" + std::to_string(agreements)});
+  } catch (const Error&) {
+    across = Communicator();
+    throw;
+  }
+  return true;
+}
+
+}  // namespace strata

@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# Losing an island (issue 38): strata-gpt trains tiny as 3 islands of 2 ranks (DiLoCo, H 2)
-# under strata-run --keep-going, and rank 4 (island 2) is killed with SIGKILL at step 100 of 300.
-# Checks: each of the 4 ranks of islands 0 and 1 logs island 2 (job ranks 4-5) lost within 2 s
-# of the kill; they train on, without a restart, to the last step and its validation; their loss
-# keeps falling (the mean of the last 20 steps below that of the 20 before the kill); ranks 4
-# and 5 are the only ones to fail. Usage: island_loss_test.sh STRATA_RUN STRATA_GPT
+# Losing an island and gaining one (issue 38): strata-gpt trains tiny as 3 islands of 2 ranks
+# (DiLoCo, H 2) under strata-run --keep-going, and rank 4 (island 2) is killed with SIGKILL at
+# step 100. Checks: each of the 4 ranks of islands 0 and 1 logs island 2 (job ranks 4-5) lost
+# within 2 s of the kill; then a second job of 2 ranks joins as a new island (--join): each of its
+# ranks receives parameters whose hash equals the one island 0's rank at its place sent; all
+# train on, without a restart, to the last step and its validation; the loss keeps falling (the
+# mean of the last 20 steps below that of the 20 before the kill); ranks 4 and 5 are the only
+# ones to fail. Usage: island_loss_test.sh STRATA_RUN STRATA_GPT
 set -uo pipefail
 run=$1 gpt=$2
-out=$(mktemp) err=$(mktemp)
-job=""
-trap 'rm -f "$out" "$err"; [ -n "$job" ] && kill "$job" 2>/dev/null' EXIT
+steps=3000
+out=$(mktemp) err=$(mktemp) jout=$(mktemp) jerr=$(mktemp)
+job="" joiner=""
+trap 'rm -f "$out" "$err" "$jout" "$jerr"; [ -n "$job" ] && kill "$job" 2>/dev/null; [ -n "$joiner" ] && kill "$joiner" 2>/dev/null' EXIT
 fail() {
   echo "FAIL: $*"
   echo "--- stdout (end)"; tail -5 "$out"
-  echo "--- stderr"; cat "$err"
+  echo "--- stderr"; grep -v '^ \|^#' "$err"
+  echo "--- joiner's stdout (end)"; tail -3 "$jout"
+  echo "--- joiner's stderr"; grep -v '^ \|^#' "$jerr"
   exit 1
 }
-"$run" -n 6 --keep-going --timeout 240 "$gpt" train --config tiny --islands 3 --outer-every 2 \
-  --batch 24 --steps 300 --eval-every 300 --sample 0 > "$out" 2> "$err" &
+args=(train --config tiny --islands 3 --outer-every 2 --batch 24 --steps "$steps"
+      --eval-every "$steps" --sample 0)
+token=island-test-$$
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+STRATA_JOB_TOKEN=$token STRATA_STORE_PORT=$port \
+  "$run" -n 6 --keep-going --timeout 240 "$gpt" "${args[@]}" > "$out" 2> "$err" &
 job=$!
 for _ in $(seq 3000); do grep -q '^step   100/' "$out" && break; sleep 0.01; done
 grep -q '^step   100/' "$out" || fail "step 100 never came"
@@ -38,17 +47,31 @@ done
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 echo "every survivor logged the lost island $ms ms after the kill (at step $killed_at)"
 [ "$ms" -le 2000 ] || fail "the lost island was logged after $ms ms (bound 2000)"
+
+# A new island joins: its own job of 2 ranks, reaching the running job's store.
+env -u STRATA_STORE_PORT STRATA_JOIN_TOKEN=$token \
+  "$run" -n 2 --timeout 240 "$gpt" "${args[@]}" --join "127.0.0.1:$port" > "$jout" 2> "$jerr" &
+joiner=$!
 wait "$job"
 job=""
-grep -q '^step   300/300' "$out" || fail "the survivors did not reach step 300"
-grep -q '^step   300  val loss' "$out" || fail "no validation after the loss"
+wait "$joiner" || fail "the joining island failed"
+joiner=""
+sent=$(grep -o 'island 3 joined.*sent it parameters fnv1a [0-9a-f]*' "$err" | awk '{print $NF}' | sort)
+got=$(grep -o 'joined as island 3 .*parameters fnv1a [0-9a-f]* from island 0' "$jerr" | awk '{print $(NF-3)}' | sort)
+[ -n "$got" ] && [ "$(echo "$got" | wc -l)" = 2 ] || fail "the joiner's 2 ranks did not both log their parameters"
+[ "$sent" = "$got" ] || fail "parameters sent ($sent) and received ($got) differ"
+joined_at=$(grep -o 'joined as island 3 at inner step [0-9]*' "$jerr" | head -1 | awk '{print $NF}')
+echo "island 3 joined at step $joined_at; its parameters' hashes equal island 0's: $(echo $got)"
+grep -q "^step  $steps/$steps" "$out" || fail "the survivors did not reach step $steps"
+grep -q "^step  $steps  val loss" "$out" || fail "no validation after the loss"
+grep -q "^step  $steps/$steps" "$jout" || fail "the joiner did not reach step $steps"
 failed=$(grep -o 'rank [0-9]* (pid [0-9]*) exited with status' "$err" | awk '{print $2}' | sort | tr '\n' ' ')
 [ "$failed" = "4 5 " ] || fail "failed ranks: '$failed' (expected 4 and 5)"
-awk -v k="$killed_at" '/^step +[0-9]+\/300  loss/ {
-    split($2, s, "/"); n = s[1] + 0; l[n] = $4 }
+awk -v k="$killed_at" -v n="$steps" '/^step +[0-9]+\/[0-9]+  loss/ {
+    split($2, s, "/"); l[s[1] + 0] = $4 }
   END {
     for (i = k - 19; i <= k; ++i) before += l[i] / 20
-    for (i = 281; i <= 300; ++i) after += l[i] / 20
-    printf "mean loss of steps %d-%d: %.4f; of steps 281-300: %.4f\n", k - 19, k, before, after
+    for (i = n - 19; i <= n; ++i) after += l[i] / 20
+    printf "mean loss of steps %d-%d: %.4f; of steps %d-%d: %.4f\n", k - 19, k, before, n - 19, n, after
     exit !(after < before) }' "$out" || fail "the loss did not keep falling"
 echo "ok"

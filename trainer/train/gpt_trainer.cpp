@@ -149,9 +149,32 @@ std::string layout_name(const TrainOptions& o, int job_ranks) {
 
 namespace {
 
-// The job split into islands when DiLoCo is on (check_layout first: the split needs the count).
+// The ranks of the whole training: this job's, or with --join those of the islands it joins.
+int training_ranks(const strata::Communicator& job, const TrainOptions& o) {
+  return o.join.empty() ? job.size() : job.size() * o.islands;
+}
+
+// The store of the running job at o.join ("HOST:PORT"), as its world group sees it.
+std::shared_ptr<strata::Store> joined_store(const TrainOptions& o) {
+  const size_t colon = o.join.rfind(':');
+  const char* token = std::getenv("STRATA_JOIN_TOKEN");
+  if (colon == std::string::npos || !token)
+    throw std::invalid_argument(
+        "--join HOST:PORT needs STRATA_JOIN_TOKEN (the running job's "
+        "STRATA_JOB_TOKEN) in the environment");
+  strata::TcpStoreOptions so;
+  so.host = o.join.substr(0, colon);
+  so.port = uint16_t(std::stoi(o.join.substr(colon + 1)));
+  so.token = token;
+  return std::make_shared<strata::PrefixStore>(std::make_shared<strata::TcpStore>(so), "world");
+}
+
+// The job split into islands when DiLoCo is on (check_layout first: the split needs the count);
+// a joining job is one island, placed when it is admitted.
 strata::Islands make_islands(strata::Communicator& job, const TrainOptions& o) {
-  check_layout(o, job.size());
+  check_layout(o, training_ranks(job, o));
+  if (!o.join.empty())
+    return strata::Islands{.count = o.islands, .island = job, .store = joined_store(o)};
   if (o.outer_every > 0) return strata::split_islands(job, o.islands);
   return strata::Islands{.island = job};
 }
@@ -182,7 +205,7 @@ Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions 
       // Small reductions on their own group: they never queue behind the engine's.
       metrics(islands.island.split(0, islands.island.rank(),
                                    strata::CommOptions{.name = "gpt/metrics"})),
-      micro(o.global_batch / (data_ranks(o, job.size()) * o.micro_batches)),
+      micro(o.global_batch / (data_ranks(o, training_ranks(job, o)) * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
       ep(o.ep > 1 ? std::make_unique<ExpertParallel>(mesh.group(strata::Dim::ep)) : nullptr),
       cp(o.cp > 1 ? make_context_parallel(mesh.group(strata::Dim::cp), o.cp_comm) : nullptr),
@@ -214,15 +237,27 @@ Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions 
     const size_t g = size_t(global_tensor[t]);
     engine.set_param(t, slice(g, init_tensor(o.model, o.seed, g)));
   }
-  if (o.outer_every > 0)
-    diloco = std::make_unique<strata::DiLoCo>(
-        engine, islands.across,
-        strata::DiLoCoOptions{.outer_every = o.outer_every,
-                              .lr = o.outer_lr,
-                              .momentum = o.outer_momentum,
-                              .fragments = o.outer_fragments,
-                              .dtype = o.outer_dtype,
-                              .island = o.islands > 1 ? islands.island : strata::Communicator()});
+  if (o.outer_every == 0) return;
+  const bool many = o.islands > 1;
+  const strata::DiLoCoOptions outer{.outer_every = o.outer_every,
+                                    .lr = o.outer_lr,
+                                    .momentum = o.outer_momentum,
+                                    .fragments = o.outer_fragments,
+                                    .dtype = o.outer_dtype,
+                                    .island = many ? islands.island : strata::Communicator(),
+                                    .job_store = many ? islands.store : nullptr};
+  if (o.join.empty()) {
+    diloco = std::make_unique<strata::DiLoCo>(engine, islands.across, outer);
+    return;
+  }
+  diloco = strata::DiLoCo::join(engine, outer);
+  // It reads the share of the global batch no other island reads (a lost one's), if any.
+  std::vector<bool> read(size_t(o.islands), false);
+  for (int i : diloco->islands_left())
+    if (i != diloco->island_index()) read[size_t(i % o.islands)] = true;
+  const auto free = std::find(read.begin(), read.end(), false);
+  islands.index =
+      free != read.end() ? int(free - read.begin()) : diloco->island_index() % o.islands;
 }
 
 // This rank's part of tensor g (an index into param_specs) given its whole value: its block of

@@ -49,6 +49,10 @@ struct TrainOptions {
   float outer_lr = 0.7f, outer_momentum = 0.9f;
   int outer_fragments = 1;  ///< Streaming DiLoCo's fragments (1: the whole model at once)
   strata::OuterDtype outer_dtype = strata::OuterDtype::f32;  ///< the exchange's element type
+  /// HOST:PORT of a running island job's store (its STRATA_STORE_PORT; the token from
+  /// STRATA_JOIN_TOKEN): this job is one new island that joins it (strata::DiLoCo::join), laid
+  /// out as its islands are. Empty: a job of `islands` islands of its own.
+  std::string join;
   strata::OffloadOptions offload;  ///< AdamW moments in a file, through a window (ZeroEngine)
 };
 
