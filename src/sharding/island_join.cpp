@@ -1,8 +1,8 @@
 // An island joining a running job (DiLoCo::join) and the running islands admitting it. Every H
 // steps, at a step with no exchange in flight, the islands' first ranks learn through the job's
-// store how many islands asked to join (the first to look fixes the count for all), and each
-// admitted one gets a new `across` per place in the island, with the joiner last, over which the
-// first island sends it its state.
+// store how many islands asked to join (the first to look fixes the count for all), and the next
+// one waiting is admitted: a new `across` per place in the island, with the joiner last, over
+// which the first island sends it its state.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -78,7 +78,8 @@ void DiLoCo::Impl::admit_joiners() {
   }
   ++checks;
   o.island.broadcast(buffer(count), 0).wait();
-  while (admitted < count[0]) admit(++admitted);
+  // One per check: an island admitted now takes part in admitting the next, from the next check.
+  if (admitted < count[0]) admit(++admitted);
 }
 
 void DiLoCo::Impl::admit(int ticket) {
