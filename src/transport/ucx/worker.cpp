@@ -1,6 +1,5 @@
 #include "transport/ucx/worker.hpp"
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -9,12 +8,10 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <utility>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
-#include "base/spin_policy.hpp"
 #include "bootstrap/await_rank.hpp"
 #include "transport/calls/call_bits.hpp"
 #include "transport/tags.hpp"
@@ -25,8 +22,6 @@ namespace tags = transport::tags;
 namespace {
 
 constexpr uint64_t kFullMask = ~uint64_t(0);
-// How long a wait blocks before it asks the peer it waits on for its call (call_history.hpp).
-constexpr auto kAskAfter = std::chrono::seconds(1);
 const std::string kNeverTaken = " (a message of it to this rank was never taken)";
 
 std::string status_text(ucs_status_t s) { return ucs_status_string(s); }
@@ -111,6 +106,14 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
 Worker::~Worker() {
   // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
   auto until = Clock::now() + std::chrono::seconds(2);
+  // A failed group's wait gave up its transfers under way; give them a second to end here, so
+  // that none is left for ucp_worker_destroy (a dead peer's are purged with its endpoint).
+  for (void* h : posted_) ucp_request_cancel(worker_, h);
+  while (Clock::now() < until - std::chrono::seconds(1) &&
+         std::any_of(posted_.begin(), posted_.end(),
+                     [](void* h) { return ucp_request_check_status(h) == UCS_INPROGRESS; }))
+    ucp_worker_progress(worker_);
+  for (void* h : std::exchange(posted_, {})) ucp_request_free(h);
   for (void*& request :
        {std::ref(notice_request_), std::ref(query_request_), std::ref(answer_request_)}) {
     if (!request) continue;
@@ -151,6 +154,8 @@ Worker::~Worker() {
 // ---- Messages ---------------------------------------------------------------------------------
 
 void Worker::begin(uint64_t seq, const ErrorContext& where, Clock::time_point deadline) {
+  // Left by a collective that threw outside a wait (a send that failed to start).
+  if (!posted_.empty()) cancel_collective(Clock::now() + std::chrono::seconds(1));
   seq_ = seq;
   where_ = where;
   deadline_ = deadline;
@@ -235,12 +240,16 @@ uint64_t Worker::collective_tag(int src, uint32_t step) const {
 }
 
 transport::Request Worker::isend(int peer, const void* data, size_t bytes, uint32_t step) {
-  return post(false, peer, const_cast<void*>(data), bytes, collective_tag(rank_, step));
+  auto r = post(false, peer, const_cast<void*>(data), bytes, collective_tag(rank_, step));
+  if (r.handle) posted_.push_back(r.handle);
+  return r;
 }
 
 transport::Request Worker::irecv(int peer, void* data, size_t bytes, uint32_t step) {
   // Any call's message matches: test() compares the call once it has arrived.
-  return post(true, peer, data, bytes, collective_tag(peer, step), kFullMask & ~tags::kCallMask);
+  auto r = post(true, peer, data, bytes, collective_tag(peer, step), kFullMask & ~tags::kCallMask);
+  posted_.push_back(r.handle);
+  return r;
 }
 
 transport::Request Worker::post_send(int peer, const void* data, size_t bytes, uint32_t tag) {
@@ -266,7 +275,7 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
     s = ucp_request_check_status(r.handle);
   }
   if (s == UCS_INPROGRESS) return false;
-  ucp_request_free(r.handle);
+  release(r.handle);
   r.handle = nullptr;
   ErrorContext w = where;
   w.peer = r.peer;
@@ -297,87 +306,6 @@ bool Worker::test(transport::Request& r, const ErrorContext& where) {
                     std::to_string(got) + " (do the ranks pass the same counts and dtypes?)");
   }
   return true;
-}
-
-bool Worker::group_failed() {
-  if (!watchdog_) return false;
-  try {
-    watchdog_->check(where_);
-    return false;
-  } catch (const Error&) {
-    return true;
-  }
-}
-
-void Worker::cancel(transport::Request& r) { cancel_by(r, Clock::now() + std::chrono::seconds(5)); }
-
-void Worker::cancel_by(transport::Request& r, Clock::time_point until) {
-  if (!r.handle) return;
-  ucp_request_cancel(worker_, r.handle);
-  // A receive not yet matched ends at once. A transfer under way (a rendezvous send, or a receive
-  // being copied) ends when its peer answers, which a dead peer never does: wait for it only
-  // while the group is healthy, until `until`.
-  while (ucp_request_check_status(r.handle) == UCS_INPROGRESS && Clock::now() < until &&
-         !group_failed())
-    progress();
-  ucp_request_free(r.handle);
-  r.handle = nullptr;
-}
-
-void Worker::wait(std::span<transport::Request> reqs) {
-  auto spin_until = Clock::now() + spin_budget(oversubscribed_);
-  // With more ranks than cores, the peer we wait for may need this core: yield it for a while
-  // (a reply usually comes within a scheduler slice) before paying the ~250 us of a sleep.
-  auto yield_until = spin_until + (oversubscribed_ ? kOversubscribedYield : Clock::duration{});
-  // A wait blocked this long asks the peer it waits on for its call: messages of two calls
-  // need not meet, so only the calls themselves can tell.
-  auto ask_at = spin_until + kAskAfter;
-  size_t first_pending = 0;
-  uint32_t busy = 0;
-  try {
-    for (;;) {
-      while (first_pending < reqs.size() && test(reqs[first_pending], where_)) ++first_pending;
-      if (first_pending == reqs.size()) return;
-      // UCX may report progress forever without completing ours (retrying towards a peer that
-      // died mid-transfer): look at the deadline and the watchdog every 64 busy rounds too.
-      const bool moved = progress();
-      if (moved && (++busy & 63) != 0) continue;
-      auto now = Clock::now();
-      if (now >= deadline_) {
-        const auto& r = reqs[first_pending];
-        std::ostringstream m;
-        m << "timed out waiting to " << (r.is_recv ? "receive " : "send ") << r.bytes << " bytes "
-          << (r.is_recv ? "from" : "to") << " peer " << r.peer
-          << " (STRATA_TIMEOUT; is that rank alive and in the same collective?)";
-        throw failure(ErrorCode::timeout, r.peer, m.str());
-      }
-      if (watchdog_ && now >= spin_until) watchdog_->check(where_);
-      if (now >= ask_at) {
-        ask_at = now + kAskAfter;
-        answer_.reset();
-        ask(reqs[first_pending].peer, seq_);
-      }
-      if (auto e = answered_mismatch()) throw *e;
-      if (moved) continue;
-      if (now >= yield_until)
-        sleep(deadline_);
-      else if (now >= spin_until)
-        sched_yield();
-    }
-  } catch (const Error& e) {
-    // The collective failed and with it the group: the destructor need not flush towards a
-    // peer that stopped answering (a stopped rank held the survivor's exit 2 s past its bound).
-    failed_ = true;
-    // One bound for all: 5 s, or 1 s after a timeout, whose peer did not answer for the whole
-    // of STRATA_TIMEOUT and will not now (a stopped process holds a rendezvous send for ever).
-    const auto until = Clock::now() + (e.code() == ErrorCode::timeout ? std::chrono::seconds(1)
-                                                                      : std::chrono::seconds(5));
-    for (auto& r : reqs) cancel_by(r, until);
-    throw;
-  } catch (...) {
-    for (auto& r : reqs) cancel(r);
-    throw;
-  }
 }
 
 }  // namespace strata::ucx

@@ -67,6 +67,12 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   Error failure(ErrorCode code, int peer, const std::string& what) const;
   /// cancel(), waiting for a transfer under way at most until `until`.
   void cancel_by(transport::Request& r, Clock::time_point until);
+  /// Cancels the collective's requests an algorithm left behind when it threw (it waits on one
+  /// of several at a time): a receive left posted would write into a buffer its caller freed,
+  /// and UCX 1.13 crashes destroying a worker that still holds one (ucs_mpool_cleanup).
+  void cancel_collective(Clock::time_point until);
+  /// ucp_request_free, and forgets a collective's request.
+  void release(void* handle);
   /// `peer`'s call `theirs` differs from this rank's `mine`: tells every rank.
   Notice tell_mismatch(const transport::Call& mine, int peer, const transport::Call& theirs);
   /// tell_mismatch(), and the error to throw (`sizes`: how its message's size differed, if so).
@@ -142,6 +148,7 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   // A notice went out or a collective's wait failed: the group is broken; close endpoints
   // without flushing.
   std::atomic<bool> failed_{false};
+  std::vector<void*> posted_;  // the collective's requests not yet released (isend, irecv)
   std::vector<std::pair<Worker*, int>> error_args_;  // (this, peer) for each endpoint's handler
 };
 
