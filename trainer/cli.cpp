@@ -116,6 +116,17 @@ int non_negative(const std::string& flag, const std::string& v) {
   return int(x);
 }
 
+// "HOST:PORT", checked here so that a typo is named before any rank starts.
+std::string host_port(const std::string& flag, const std::string& v) {
+  const size_t colon = v.rfind(':');
+  const std::string digits = colon == std::string::npos ? "" : v.substr(colon + 1);
+  char* end = nullptr;
+  const long port = std::strtol(digits.c_str(), &end, 10);
+  if (colon == 0 || digits.empty() || *end || port < 1 || port > 65535)
+    throw std::invalid_argument(flag + ": expected HOST:PORT (port 1-65535), got '" + v + "'");
+  return v;
+}
+
 }  // namespace
 
 RunOptions parse_command_line(int argc, char** argv, bool& help) {
@@ -190,7 +201,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
       {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},
       {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = float(to_double(f, v)); }},
       {"--outer-streaming", [&](auto& f, auto& v) { t.outer_fragments = positive(f, v); }},
-      {"--join", [&](auto&, auto& v) { t.join = v; }},
+      {"--join", [&](auto& f, auto& v) { t.join = host_port(f, v); }},
       {"--outer-dtype",
        [&](auto& f, auto& v) {
          if (v != "f32" && v != "bf16" && v != "int8")

@@ -84,6 +84,13 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
   EXPECT_EQ(r.train.islands, 2);
   EXPECT_EQ(r.train.outer_every, 50);
   EXPECT_EQ(r.train.rule, strata::UpdateRule::sgd);
+  for (const char* bad : {"localhost", "localhost:http", "h:0", "h:70000", ":29500"}) {
+    EXPECT_NE(
+        error({"strata-gpt", "--islands", "2", "--join", bad}).find("--join: expected HOST:PORT"),
+        std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error({"strata-gpt", "--join", "h:29500"}).find("--islands K"), std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--offload-optimizer", "/tmp"}).find("disk:DIR"),
             std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--offload-window", "0"}).find("--offload-window"),

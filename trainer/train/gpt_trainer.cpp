@@ -154,11 +154,12 @@ int training_ranks(const strata::Communicator& job, const TrainOptions& o) {
   return o.join.empty() ? job.size() : job.size() * o.islands;
 }
 
-// The store of the running job at o.join ("HOST:PORT"), as its world group sees it.
+// The store of the running job at o.join ("HOST:PORT", checked by the command line), as its
+// world group sees it.
 std::shared_ptr<strata::Store> joined_store(const TrainOptions& o) {
   const size_t colon = o.join.rfind(':');
   const char* token = std::getenv("STRATA_JOIN_TOKEN");
-  if (colon == std::string::npos || !token)
+  if (!token)
     throw std::invalid_argument(
         "--join HOST:PORT needs STRATA_JOIN_TOKEN (the running job's "
         "STRATA_JOB_TOKEN) in the environment");
