@@ -194,6 +194,10 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
   }
   if (r.cluster.nodes > 1)
     figures.insert(figures.end(), {&c.inter.bandwidth_gbs, &c.inter.latency_us});
+  if (r.cluster.nodes > 1 && r.cluster.cores > 0) {  // hidden transfers on shared cores
+    if (c.overlap_s_per_gb <= 0) c.overlap_s_per_gb = 1;
+    figures.push_back(&c.overlap_s_per_gb);
+  }
   descend(figures, [&] {
     double e = 0;
     for (size_t i : ok) {
@@ -210,7 +214,8 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
           c.inter.latency_us,
           c.wait_us,
           c.wait_share,
-          c.cp_extra};
+          c.cp_extra,
+          c.overlap_s_per_gb};
 }
 
 void apply(const Calibration& k, ClusterSpec& c) {
@@ -219,6 +224,7 @@ void apply(const Calibration& k, ClusterSpec& c) {
   c.intra.bandwidth_gbs = k.intra_gbs, c.intra.latency_us = k.intra_us;
   c.inter.bandwidth_gbs = k.inter_gbs, c.inter.latency_us = k.inter_us;
   c.wait_us = k.wait_us, c.wait_share = k.wait_share, c.cp_extra = k.cp_extra;
+  c.overlap_s_per_gb = k.overlap_s_per_gb;
 }
 
 void save(const Calibration& k, const std::string& path) {
@@ -226,11 +232,12 @@ void save(const Calibration& k, const std::string& path) {
   f.precision(9);
   f << "# strata-plan --calibrate: sustained FLOP/s per device; links in GB/s and us; a blocking "
        "exchange's wait (us) and the most of the computation waits add up to; context "
-       "parallelism's extra computation (share)\n"
+       "parallelism's extra computation (share); core-seconds per GB of hidden transfers "
+       "across nodes\n"
     << "flops = " << k.flops << "\nintra_gbs = " << k.intra_gbs << "\nintra_us = " << k.intra_us
     << "\ninter_gbs = " << k.inter_gbs << "\ninter_us = " << k.inter_us
     << "\nwait_us = " << k.wait_us << "\nwait_share = " << k.wait_share
-    << "\ncp_extra = " << k.cp_extra << "\n";
+    << "\ncp_extra = " << k.cp_extra << "\noverlap_s_per_gb = " << k.overlap_s_per_gb << "\n";
   if (!f) throw std::invalid_argument("--calibrate '" + path + "': cannot write");
 }
 
@@ -238,10 +245,15 @@ Calibration load(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw std::invalid_argument("--calibration '" + path + "': cannot read");
   Calibration k;
-  std::pair<const char*, double*> keys[] = {
-      {"flops", &k.flops},           {"intra_gbs", &k.intra_gbs}, {"intra_us", &k.intra_us},
-      {"inter_gbs", &k.inter_gbs},   {"inter_us", &k.inter_us},   {"wait_us", &k.wait_us},
-      {"wait_share", &k.wait_share}, {"cp_extra", &k.cp_extra}};
+  std::pair<const char*, double*> keys[] = {{"flops", &k.flops},
+                                            {"intra_gbs", &k.intra_gbs},
+                                            {"intra_us", &k.intra_us},
+                                            {"inter_gbs", &k.inter_gbs},
+                                            {"inter_us", &k.inter_us},
+                                            {"wait_us", &k.wait_us},
+                                            {"wait_share", &k.wait_share},
+                                            {"cp_extra", &k.cp_extra},
+                                            {"overlap_s_per_gb", &k.overlap_s_per_gb}};
   int line_no = 0, found = 0;
   for (std::string line; std::getline(f, line);) {
     ++line_no;
@@ -249,7 +261,8 @@ Calibration load(const std::string& path) {
     char key[32];
     double v = 0;
     bool known = false;
-    if (std::sscanf(line.c_str(), "%31s = %lf", key, &v) == 2 && v > 0) {
+    if (std::sscanf(line.c_str(), "%31s = %lf", key, &v) == 2 &&
+        (v > 0 || (v == 0 && std::string(key) == "overlap_s_per_gb"))) {  // 0: one node's fit
       for (auto& [name, field] : keys) {
         if (std::string(key) == name) *field = v, known = true, ++found;
       }
@@ -259,10 +272,10 @@ Calibration load(const std::string& path) {
                                   ": '" + line + "' (expected key = positive number)");
     }
   }
-  if (found != 8) {
+  if (found != 9) {
     throw std::invalid_argument("--calibration '" + path +
-                                "': needs flops, intra_gbs, intra_us, "
-                                "inter_gbs, inter_us, wait_us, wait_share and cp_extra");
+                                "': needs flops, intra_gbs, intra_us, inter_gbs, inter_us, "
+                                "wait_us, wait_share, cp_extra and overlap_s_per_gb");
   }
   return k;
 }

@@ -41,6 +41,7 @@ struct Calibration {
   double flops = 0;
   double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
   double wait_us = 0, wait_share = 1, cp_extra = 0;
+  double overlap_s_per_gb = 0;  ///< ClusterSpec's; 0 from a calibration on one node
 };
 /// The compute rate, the waits, context parallelism's extra computation (where a cp layout ran)
 /// and, across nodes, the network's bandwidth and latency that bring the predicted step times

@@ -274,8 +274,10 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   }
   // Ranks sharing cores: a node's computation takes its cores `shared` times a rank's, but a
   // stage idle in the pipeline's bubble leaves its core to the others, so computation and bubble
-  // take the longer of the two. (A rank waiting in an exchange polls: it keeps its core.)
-  t.compute = std::max(work, work * shared - t.bubble);
+  // take the longer of the two. (A rank waiting in an exchange polls: it keeps its core.) On
+  // shared cores the data-parallel transfers across nodes, though hidden, cost core time too.
+  const double hidden = shared > 1 && g.nodes > 1 ? c.overlap_s_per_gb * r.bytes.dp / 1e9 : 0;
+  t.compute = std::max(work + hidden, (work + hidden) * shared - t.bubble);
   return r;
 }
 

@@ -50,6 +50,11 @@ struct ClusterSpec {
   /// work outside the FLOP count: small per-chunk products, the online softmax's rescaling): 0
   /// until a calibration fits it.
   double cp_extra = 0;
+  /// Core-seconds per GB a rank moves across the network behind its computation (data
+  /// parallelism's gradients and parameters): on cores its node's ranks share, the copies and
+  /// progress threads of a hidden transfer take them from the computation. 0 until a
+  /// calibration across nodes fits it.
+  double overlap_s_per_gb = 0;
   strata::Link intra, inter;
   bool host = true;  ///< collectives on host memory (shared segment), not NCCL
   int devices() const { return nodes * per_node; }

@@ -97,9 +97,11 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   for (plan::Candidate& c : refit) c.estimate = plan::estimate(c.layout, r.cluster, r.precision);
   std::printf(
       "\ncalibrated (%s: %.3g TFLOP/s, node %.3g GB/s %.3g us, network %.3g GB/s %.3g "
-      "us, %.3g us a blocking exchange waits, at most %.2f of the computation; cp adds %.2f):\n%s",
+      "us, %.3g us a blocking exchange waits, at most %.2f of the computation; cp adds %.2f; "
+      "%.3g core-s per GB hidden across nodes):\n%s",
       a["--calibrate"].c_str(), k.flops / 1e12, k.intra_gbs, k.intra_us, k.inter_gbs, k.inter_us,
-      k.wait_us, k.wait_share, k.cp_extra, plan::check_table(refit, measured).c_str());
+      k.wait_us, k.wait_share, k.cp_extra, k.overlap_s_per_gb,
+      plan::check_table(refit, measured).c_str());
 }
 
 }  // namespace

@@ -193,17 +193,22 @@ TEST(EstimateCost, NamesTheChoiceAndRefusesUnknownCollectives) {
 // A calibration file round-trips, and one that does not parse is named with its line.
 TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
   const std::string path = testing::TempDir() + "/calibration.txt";
-  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12, 300, 0.5, 0.2};
+  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12, 300, 0.5, 0.2, 3.25};
   plan::save(k, path);
   const plan::Calibration back = plan::load(path);
   EXPECT_EQ(back.flops, k.flops);
   EXPECT_EQ(back.intra_gbs, k.intra_gbs);
   EXPECT_EQ(back.inter_us, k.inter_us);
   EXPECT_EQ(back.wait_us, k.wait_us);
+  EXPECT_EQ(back.overlap_s_per_gb, k.overlap_s_per_gb);
   plan::ClusterSpec c = plan::cluster_of("2x8", "h100", Precision::bf16_mixed);
   plan::apply(back, c);
   EXPECT_EQ(c.flops, 1.5e11);
   EXPECT_EQ(c.inter.bandwidth_gbs, 2.5);
+  EXPECT_EQ(c.overlap_s_per_gb, 3.25);
+  k.overlap_s_per_gb = 0;  // one node's fit leaves it out
+  plan::save(k, path);
+  EXPECT_EQ(plan::load(path).overlap_s_per_gb, 0);
   { std::ofstream(path) << "flops = 1e12\nintra_gbs = fast\n"; }
   try {
     plan::load(path);
@@ -300,6 +305,19 @@ TEST(Planner, SmallMatricesSharedCoresWaitsAndSplitSequencesAreWhatTheModelSays)
   const gpt::TrainOptions cp2 = layout("cp2.dp2");
   EXPECT_DOUBLE_EQ(plan::estimate(cp2, c, Precision::fp32).time.compute, 1.2 * flops / 1e11);
   EXPECT_DOUBLE_EQ(plan::estimate(dp4, c, Precision::fp32).time.compute, flops / 1e11);
+  // Hidden transfers across nodes cost core time on shared cores, and only there: two nodes of
+  // two ranks on one core each; dp4 all-reduces across them, tp2.dp2's tp pairs sit in a node.
+  plan::ClusterSpec two = plan::cluster_of("2x2", "h100", Precision::fp32);
+  two.flops = 1e11, two.rows_half = 0, two.cores = 1, two.overlap_s_per_gb = 2;
+  const plan::Estimate plain = plan::estimate(dp4, two, Precision::fp32);
+  const double gb = plain.bytes.dp / 1e9;
+  ASSERT_GT(gb, 0);
+  EXPECT_DOUBLE_EQ(plain.time.compute, 2 * (flops / 1e11 + 2 * gb));
+  two.cores = 0;  // a core each: the transfers take none from the computation
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, two, Precision::fp32).time.compute, flops / 1e11);
+  two = plan::cluster_of("1x4", "h100", Precision::fp32);
+  two.flops = 1e11, two.rows_half = 0, two.cores = 2, two.overlap_s_per_gb = 2;  // one node
+  EXPECT_DOUBLE_EQ(plan::estimate(dp4, two, Precision::fp32).time.compute, 2 * flops / 1e11);
 }
 
 // --check runs the top-ranked layout, the best with each axis the plan allows, and the slowest
