@@ -30,8 +30,7 @@ int main(int argc, char** argv) {
     if (r.mode == "validate")
       gpt::validate_layouts(r.layouts, r.train, world.size());
     else
-      gpt::check_layout(r.train,  // joining, this job is one island of the training
-                        r.train.join.empty() ? world.size() : world.size() * r.train.islands);
+      gpt::check_layout(r.train, gpt::training_ranks(r.train, world.size()));
     return r.mode == "validate" ? gpt::run_validate(world, data, r)
                                 : gpt::run_train(world, data, r);
   } catch (const std::invalid_argument& e) {  // the same on every rank: one says it

@@ -125,7 +125,7 @@ void print_memory(strata::Communicator& world, const Trainer& t, const TrainOpti
   world.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
   if (world.rank() != 0) return;
   // Ranks of one island (all alike): the first's. A joining job is one island.
-  const int island = o.join.empty() ? world.size() / o.islands : world.size();
+  const int island = training_ranks(o, world.size()) / o.islands;
   for (int s = 0; s < o.pp; ++s) {
     const int64_t* g = all.data() + size_t(s) * size_t(island / o.pp) * mine.size();
     const Memory f = memory_formula(o, island, s);
@@ -199,7 +199,7 @@ void print_step(const StepReport& s, const TrainOptions& o) {
 
 int run_train(strata::Communicator& world, const CharCorpus& data, const RunOptions& r) {
   const bool lead = world.rank() == 0;
-  const int ranks = r.train.join.empty() ? world.size() : world.size() * r.train.islands;
+  const int ranks = training_ranks(r.train, world.size());
   TrainOptions o = r.train;
   Trainer t(world, data, o);
   if (!r.resume.empty()) {

@@ -10,6 +10,7 @@
 #include "sharding/checkpoint.hpp"
 #include "sharding/diloco_impl.hpp"
 #include "sharding/fail.hpp"
+#include "sharding/island_loss.hpp"
 
 namespace strata {
 namespace {
@@ -17,16 +18,8 @@ namespace {
 const std::string kJoin = "diloco/join/";
 constexpr uint32_t kStateTag = 0x4a4f494e;  // "JOIN"
 
-Bytes to_bytes(const std::vector<int64_t>& v) {
-  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
-  return Bytes(p, p + v.size() * sizeof(int64_t));
-}
-std::vector<int64_t> from_bytes(const Bytes& b) {
-  std::vector<int64_t> v(b.size() / sizeof(int64_t));
-  std::copy(b.begin(), b.begin() + long(v.size() * sizeof(int64_t)),
-            reinterpret_cast<uint8_t*>(v.data()));
-  return v;
-}
+using sharding::decode_ints;
+using sharding::encode_ints;
 
 // Island rank 0's vector, of any length, on every rank of the island.
 void share(Communicator& island, std::vector<int64_t>& v) {
@@ -67,13 +60,13 @@ void DiLoCo::Impl::admit_joiners() {
     const std::string at = kJoin + "check" + std::to_string(checks) + "/";
     if (meeting->add(at + "decider", 1) == 1) {
       count[0] = meeting->add(kJoin + "requests", 0);
-      meeting->set(at + "count", to_bytes(count));
+      meeting->set(at + "count", encode_ints(count));
       // Every island's first rank passed the last check before the exchange that led here.
       const std::string last = kJoin + "check" + std::to_string(checks - 1) + "/";
       meeting->erase(last + "decider");
       meeting->erase(last + "count");
     } else {
-      count = from_bytes(meeting->get(at + "count", o.agreement_timeout));
+      count = decode_ints(meeting->get(at + "count", o.agreement_timeout));
     }
   }
   ++checks;
@@ -90,7 +83,7 @@ void DiLoCo::Impl::admit(int ticket) {
   std::vector<int64_t> info{index, inner, checks, agreements, next_index};
   info.insert(info.end(), grown.begin(), grown.end());
   if (o.island.rank() == 0)
-    meeting->set(kJoin + std::to_string(ticket) + "/admitted", to_bytes(info));
+    meeting->set(kJoin + std::to_string(ticket) + "/admitted", encode_ints(info));
   const int me = int(std::find(grown.begin(), grown.end(), mine) - grown.begin());
   across = grown_across(meeting, ticket, o.island.rank(), me, int(grown.size()), index);
   left = grown;
@@ -127,7 +120,7 @@ std::unique_ptr<DiLoCo> DiLoCo::join(ZeroEngine& engine, DiLoCoOptions options) 
   if (I.o.island.rank() == 0) {
     const int64_t ticket = I.meeting->add(kJoin + "requests", 1);
     info =
-        from_bytes(I.meeting->get(kJoin + std::to_string(ticket) + "/admitted", I.o.join_timeout));
+        decode_ints(I.meeting->get(kJoin + std::to_string(ticket) + "/admitted", I.o.join_timeout));
     info.insert(info.begin(), ticket);
   }
   share(I.o.island, info);

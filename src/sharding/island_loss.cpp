@@ -13,23 +13,11 @@
 namespace strata::sharding {
 namespace {
 
-Bytes encode(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += std::to_string(x) + ",";
-  return Bytes(s.begin(), s.end());
-}
+// The islands as the store carries them.
+Bytes encode(const std::vector<int>& v) { return encode_ints({v.begin(), v.end()}); }
 std::vector<int> decode(const Bytes& b) {
-  std::vector<int> v;
-  std::string cur;
-  for (uint8_t c : b) {
-    if (c == ',') {
-      v.push_back(std::stoi(cur));
-      cur.clear();
-    } else {
-      cur += char(c);
-    }
-  }
-  return v;
+  const std::vector<int64_t> v = decode_ints(b);
+  return {v.begin(), v.end()};
 }
 
 // The decider's part: waits for every island not known lost to check in, in slices so that a
@@ -63,6 +51,17 @@ std::vector<int> decide(Store& store, const std::string& base, const std::vector
 }
 
 }  // namespace
+
+Bytes encode_ints(const std::vector<int64_t>& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  return Bytes(p, p + v.size() * sizeof(int64_t));
+}
+
+std::vector<int64_t> decode_ints(const Bytes& b) {
+  std::vector<int64_t> v(b.size() / sizeof(int64_t));
+  std::copy_n(b.begin(), v.size() * sizeof(int64_t), reinterpret_cast<uint8_t*>(v.data()));
+  return v;
+}
 
 std::vector<int> agree_islands_left(Store& store, const std::vector<int>& members, int mine,
                                     const std::vector<int>& seen, int epoch,

@@ -10,6 +10,11 @@
 
 namespace strata::sharding {
 
+/// Integers as a store value and back: the islands' agreements here, admissions in
+/// island_join.cpp.
+Bytes encode_ints(const std::vector<int64_t>& v);
+std::vector<int64_t> decode_ints(const Bytes& b);
+
 /// Called by the first rank of every island that is still running, after its exchange failed
 /// somewhere in the island. `members`: the islands of the last agreement (original indices, in
 /// `across` order); `seen`: those this island's ranks saw fail; `epoch`: agreements before this

@@ -246,7 +246,9 @@ TEST(DiLoCo, ALostIslandIsDroppedAndTheOthersAverageWithoutIt) {
   // `across` without it and redo the exchange: from then on the formula over them alone.
   auto& w = mp::world();
   const int k = island_count(w.size());
-  if (k < 2) GTEST_SKIP() << "needs an island to lose";
+  if (k < 2)
+    GTEST_SKIP() << "needs 2 or more islands (one to lose, one to go on): runs in "
+                    "sharding_np2 to np4";
   const int per = w.size() / k, H = 2;
   const float lr = 0.7f, mu = 0.9f;
   shtest::Mlp m;

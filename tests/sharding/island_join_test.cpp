@@ -13,7 +13,9 @@ using strata::ZeroEngine;
 TEST(DiLoCo, AJoiningIslandReceivesTheRunningIslandsStateAndExchangesWithThem) {
   auto& w = mp::world();
   const int n = w.size();
-  if (n < 2) GTEST_SKIP() << "needs a running island and a joining one";
+  if (n < 2)
+    GTEST_SKIP() << "needs 2 or more ranks (one island training, one joining it): runs in "
+                    "sharding_np2 to np4";
   const bool joiner = w.rank() == n - 1;
   const int H = 2;
   shtest::Mlp m;

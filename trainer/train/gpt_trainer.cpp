@@ -54,11 +54,6 @@ strata::ZeroOptions engine_options(const TrainOptions& o) {
 
 namespace {
 
-// The ranks of the whole training: this job's, or with --join those of the islands it joins.
-int training_ranks(const strata::Communicator& job, const TrainOptions& o) {
-  return o.join.empty() ? job.size() : job.size() * o.islands;
-}
-
 // The store of the running job at o.join ("HOST:PORT", checked by the command line), as its
 // world group sees it.
 std::shared_ptr<strata::Store> joined_store(const TrainOptions& o) {
@@ -78,7 +73,7 @@ std::shared_ptr<strata::Store> joined_store(const TrainOptions& o) {
 // The job split into islands when DiLoCo is on (check_layout first: the split needs the count);
 // a joining job is one island, placed when it is admitted.
 strata::Islands make_islands(strata::Communicator& job, const TrainOptions& o) {
-  check_layout(o, training_ranks(job, o));
+  check_layout(o, training_ranks(o, job.size()));
   if (!o.join.empty())
     return strata::Islands{.count = o.islands, .island = job, .store = joined_store(o)};
   if (o.outer_every > 0) return strata::split_islands(job, o.islands);
@@ -111,7 +106,7 @@ Trainer::Impl::Impl(strata::Communicator job, const CharCorpus& d, TrainOptions 
       // Small reductions on their own group: they never queue behind the engine's.
       metrics(islands.island.split(0, islands.island.rank(),
                                    strata::CommOptions{.name = "gpt/metrics"})),
-      micro(o.global_batch / (data_ranks(o, training_ranks(job, o)) * o.micro_batches)),
+      micro(o.global_batch / (data_ranks(o, training_ranks(o, job.size())) * o.micro_batches)),
       tp(o.tp > 1 ? std::make_unique<TensorParallel>(mesh.group(strata::Dim::tp), o.sp) : nullptr),
       ep(o.ep > 1 ? std::make_unique<ExpertParallel>(mesh.group(strata::Dim::ep)) : nullptr),
       cp(o.cp > 1 ? make_context_parallel(mesh.group(strata::Dim::cp), o.cp_comm) : nullptr),

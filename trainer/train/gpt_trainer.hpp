@@ -69,6 +69,9 @@ float learning_rate(const TrainOptions& o, int step);
 /// than layers, a schedule that accepts (p, m, v), a batch that divides into ep * dp *
 /// micro-batches. Throws std::invalid_argument with one line.
 void check_layout(const TrainOptions& o, int ranks);
+/// The ranks of the whole training given this job's: the job's, or with --join those of all the
+/// islands (this job is one of them).
+int training_ranks(const TrainOptions& o, int job_ranks);
 /// Ranks of `ranks` that read their own sequences: ep * dp in every island (cp ranks share
 /// theirs, each its positions).
 int data_ranks(const TrainOptions& o, int ranks);

@@ -1,5 +1,5 @@
 // A layout's checks before any rank builds anything (each refusal names the flag and the numbers
-// that disagree), the data ranks it has, and its name in validate's spelling.
+// that disagree), the ranks it trains on and reads with, and its name in validate's spelling.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -82,6 +82,10 @@ void check_layout(const TrainOptions& o, int job_ranks) {
   if (c.experts > 0 && micro % o.tp != 0)
     refuse("--experts with --tp " + std::to_string(o.tp) + ": micro-batches of size " +
            std::to_string(micro) + " do not divide over tp (each tp rank routes whole sequences)");
+}
+
+int training_ranks(const TrainOptions& o, int job_ranks) {
+  return o.join.empty() ? job_ranks : job_ranks * o.islands;
 }
 
 int data_ranks(const TrainOptions& o, int ranks) { return ranks / (o.tp * o.cp * o.pp); }
