@@ -92,6 +92,13 @@ class Communicator {
   /// Completes when every rank has entered it.
   Work barrier();
 
+  /// This communicator with its device calls ordered on `cuda_stream` (a cudaStream_t; nullptr
+  /// is the legacy default stream) instead of the communicator's own: a call on CUDA buffers
+  /// runs after the work queued on that stream before it, and the work queued after it sees its
+  /// output, as with NCCL. Host calls are unaffected. The copy shares this group
+  /// (docs/device.md).
+  Communicator on_stream(void* cuda_stream) const;
+
   /// Collectives are issued by one thread per communicator, the one that created it, so that
   /// every rank issues them in one order (two threads would give the ranks different orders,
   /// and the peers would combine one call's data with another's). Another thread's collective
@@ -125,6 +132,8 @@ class Communicator {
  private:
   explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<Impl> impl_;
+  void* stream_ = nullptr;   // with has_stream_: on_stream()'s
+  bool has_stream_ = false;  // else device calls go on the communicator's own stream
 };
 
 }  // namespace strata

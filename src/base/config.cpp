@@ -77,6 +77,12 @@ Config load() {
   c.flight_records = size_t(number("STRATA_FLIGHT_RECORDER", 128, 0, 1 << 20));
   c.dump_dir = text("STRATA_DUMP_DIR");
   c.check = number("STRATA_CHECK", 0, 0, 1) != 0;
+  c.device_path = text("STRATA_DEVICE_PATH");
+  if (!c.device_path.empty() && c.device_path != "nccl" && c.device_path != "staged") {
+    throw Error(ErrorCode::invalid_argument, {.op = "config"},
+                "STRATA_DEVICE_PATH='" + c.device_path + "' is not nccl or staged");
+  }
+  c.stage_chunk_bytes = size_t(number("STRATA_STAGE_CHUNK", 4 << 20, 4096, 1 << 30));
   return c;
 }
 

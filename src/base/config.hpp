@@ -25,6 +25,8 @@ struct Config {
   size_t flight_records = 128;  ///< STRATA_FLIGHT_RECORDER: operations kept per communicator
   bool check = false;           ///< STRATA_CHECK=1: collectives agree on a fingerprint first
   std::string dump_dir;         ///< STRATA_DUMP_DIR: where flight records go (default: stderr)
+  std::string device_path;      ///< STRATA_DEVICE_PATH: nccl or staged forced (docs/device.md)
+  size_t stage_chunk_bytes = 4 << 20;  ///< STRATA_STAGE_CHUNK: bytes per staged device chunk
 };
 
 /// The process's configuration (parsed on first call; malformed values throw strata::Error).

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "device/device.hpp"
 #include "kernels/reduce_kernels.hpp"
 
 namespace strata::runtime {
@@ -25,10 +26,14 @@ void Checker::buffer(const Buffer& b, const char* what) const {
   if (static_cast<unsigned>(b.dtype) > static_cast<unsigned>(kLastDataType)) {
     fail(std::string(what) + " has an unknown dtype (" + std::to_string(int(b.dtype)) + ")");
   }
-  if (b.memory == MemoryKind::cuda) {
-    fail(std::string(what) + " is CUDA device memory, but this build has no device path");
+  if (b.memory == MemoryKind::cuda && !device::built()) {
+    fail(std::string(what) +
+         " is CUDA device memory, but this build has no device path (built without CUDA and "
+         "NCCL: docs/device.md)");
   }
-  if (b.memory != MemoryKind::host) fail(std::string(what) + " has an unknown memory kind");
+  if (b.memory != MemoryKind::host && b.memory != MemoryKind::cuda) {
+    fail(std::string(what) + " has an unknown memory kind");
+  }
   if (b.data == nullptr && b.count > 0) {
     fail(std::string(what) + " is null with count " + std::to_string(b.count));
   }

@@ -43,7 +43,11 @@ void issue_from_this_thread(Group& g) {
   if (g.issuer.load(std::memory_order_relaxed) != 0) g.issuer.store(this_thread_id());
 }
 
-Work call(Group& g, algo::Collective coll, const algo::Args& given) {
+Work call(Group& g, algo::Collective coll, const algo::Args& given, const Placement& at) {
+  if (at.memory == MemoryKind::cuda) {
+    check_issuer(g, algo::collective_name(coll));
+    return device_call(g, coll, given, at);
+  }
   const algo::Shape& shape = algo::shape(coll);
   // A buffer of 0 elements may be null (as in NCCL); the algorithms, which run for it too, get
   // an address instead, so that no copy of 0 bytes is handed a null pointer (undefined in C).

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "algorithms/registry.hpp"
+#include "runtime/device_path.hpp"
 #include "strata/communicator.hpp"
 
 namespace strata::runtime {
@@ -15,8 +16,9 @@ using Group = Communicator::Impl;
 
 /// Queues collective `coll` on `g` (counts as algo::Args says; all_to_allv's counts and
 /// displacements are copied, the caller's may go). A call whose algorithm has a fast path may
-/// complete inside the call (runtime/immediate.cpp).
-Work call(Group& g, algo::Collective coll, const algo::Args& a);
+/// complete inside the call (runtime/immediate.cpp). A call on CUDA memory (`at`) takes the
+/// device path (runtime/device_path.hpp).
+Work call(Group& g, algo::Collective coll, const algo::Args& a, const Placement& at = {});
 /// A group's state: what Communicator::create makes once its arguments are checked. Collective:
 /// every rank meets in a barrier before it returns; a rank that fails reports why in `store`.
 /// Its collectives are then issued by the calling thread only, unless `any_thread` (a group's

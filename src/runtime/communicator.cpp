@@ -9,6 +9,7 @@
 #include "runtime/argument_checks.hpp"
 #include "runtime/calls.hpp"
 #include "runtime/communicator_impl.hpp"
+#include "runtime/device_path.hpp"
 
 namespace strata {
 namespace {
@@ -39,7 +40,28 @@ Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
   return *impl;
 }
 
+// Where a call's buffers live: one kind for the whole call. A buffer of 0 elements (a
+// non-root's ignored one) does not count.
+runtime::Placement place(const runtime::Checker& check, bool has_stream, void* stream, Buffer a,
+                         Buffer b = {}) {
+  const bool a_counts = a.count > 0, b_counts = b.count > 0;
+  if (a_counts && b_counts && a.memory != b.memory) {
+    check.fail(std::string("input is ") + (a.memory == MemoryKind::cuda ? "CUDA device" : "host") +
+               " memory and output " + (b.memory == MemoryKind::cuda ? "CUDA device" : "host") +
+               " memory: one call takes one kind");
+  }
+  const MemoryKind m = a_counts ? a.memory : b_counts ? b.memory : MemoryKind::host;
+  return {m, has_stream, stream};
+}
+
 }  // namespace
+
+Communicator Communicator::on_stream(void* cuda_stream) const {
+  Communicator c(impl_);
+  c.stream_ = cuda_stream;
+  c.has_stream_ = true;
+  return c;
+}
 
 Communicator Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                   const CommOptions& options) {
@@ -74,7 +96,8 @@ Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   check.no_overlap(in, out, in.data == out.data);
   return runtime::call(
       c, algo::Collective::all_reduce,
-      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op});
+      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .op = op},
+      place(check, has_stream_, stream_, in, out));
 }
 
 Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
@@ -89,7 +112,8 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
   return runtime::call(
       c, algo::Collective::reduce_scatter,
-      {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op});
+      {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op},
+      place(check, has_stream_, stream_, in, out));
 }
 
 Work Communicator::all_gather(Buffer in, Buffer out) {
@@ -102,7 +126,8 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
               "all_gather output is size() * input count");
   check.no_overlap(in, out, in.data == at(out, in.count * c.rank));
   return runtime::call(c, algo::Collective::all_gather,
-                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype});
+                       {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype},
+                       place(check, has_stream_, stream_, in, out));
 }
 
 namespace {
@@ -111,7 +136,7 @@ namespace {
 // (equal contiguous blocks) lets the shared-memory path take it.
 Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>& sc,
                      const std::vector<size_t>& sd, Buffer out, const std::vector<size_t>& rc,
-                     const std::vector<size_t>& rd, bool uniform) {
+                     const std::vector<size_t>& rd, bool uniform, bool has_stream, void* stream) {
   runtime::Checker check = c.checker(uniform ? "all_to_all" : "all_to_allv");
   check.buffer(in, "input");
   check.buffer(out, "output");
@@ -141,9 +166,11 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                std::to_string(rc[c.rank]) + ")");
   }
   check.no_overlap(in, out, false);
+  const runtime::Placement placed = place(check, has_stream, stream, in, out);
   if (uniform) {
     return runtime::call(c, algo::Collective::all_to_all,
-                         {.in = in.data, .out = out.data, .count = sc[0], .dtype = in.dtype});
+                         {.in = in.data, .out = out.data, .count = sc[0], .dtype = in.dtype},
+                         placed);
   }
   return runtime::call(c, algo::Collective::all_to_allv,
                        {.in = in.data,
@@ -153,7 +180,8 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                         .send_counts = sc.data(),
                         .send_displs = sd.data(),
                         .recv_counts = rc.data(),
-                        .recv_displs = rd.data()});
+                        .recv_displs = rd.data()},
+                       placed);
 }
 
 }  // namespace
@@ -171,13 +199,13 @@ Work Communicator::all_to_all(Buffer in, Buffer out) {
   const size_t block = in.count / c.size;
   std::vector<size_t> counts(c.size, block), displs(c.size);
   for (int i = 0; i < c.size; ++i) displs[i] = block * i;
-  return all_to_all_impl(c, in, counts, displs, out, counts, displs, true);
+  return all_to_all_impl(c, in, counts, displs, out, counts, displs, true, has_stream_, stream_);
 }
 
 Work Communicator::all_to_allv(Buffer in, const std::vector<size_t>& sc,
                                const std::vector<size_t>& sd, Buffer out,
                                const std::vector<size_t>& rc, const std::vector<size_t>& rd) {
-  return all_to_all_impl(checked(impl_), in, sc, sd, out, rc, rd, false);
+  return all_to_all_impl(checked(impl_), in, sc, sd, out, rc, rd, false, has_stream_, stream_);
 }
 
 Work Communicator::broadcast(Buffer inout, int root) { return broadcast(inout, inout, root); }
@@ -188,12 +216,14 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
   check.peer(root, c.size, "root");
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
+  runtime::Placement placed = place(check, has_stream_, stream_, Buffer{}, out);
   if (is_root) {
     root_checks(c, "broadcast", root, out, -1, [&] {
       check.buffer(in, "input");
       check.same_dtype(in, out);
       check.count(out, in.count, "output", "broadcast output has the input's count");
       check.no_overlap(in, out, in.data == out.data);
+      placed = place(check, has_stream_, stream_, in, out);
     });
   }
   return runtime::call(c, algo::Collective::broadcast,
@@ -201,7 +231,8 @@ Work Communicator::broadcast(Buffer in, Buffer out, int root) {
                         .out = out.data,
                         .count = out.count,
                         .dtype = out.dtype,
-                        .root = root});
+                        .root = root},
+                       placed);
 }
 
 Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
@@ -211,12 +242,14 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
   check.buffer(in, "input");
   check.reduce_op(in.dtype, op);
   const bool is_root = c.rank == root;
+  runtime::Placement placed = place(check, has_stream_, stream_, in);
   if (is_root) {
     root_checks(c, "reduce", root, in, int(op), [&] {
       check.buffer(out, "output");
       check.same_dtype(in, out);
       check.count(out, in.count, "output", "reduce output has the input's count");
       check.no_overlap(in, out, in.data == out.data);
+      placed = place(check, has_stream_, stream_, in, out);
     });
   }
   return runtime::call(c, algo::Collective::reduce,
@@ -225,7 +258,8 @@ Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
                         .count = in.count,
                         .dtype = in.dtype,
                         .op = op,
-                        .root = root});
+                        .root = root},
+                       placed);
 }
 
 Work Communicator::gather(Buffer in, Buffer out, int root) {
@@ -234,6 +268,7 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
   check.peer(root, c.size, "root");
   check.buffer(in, "input");
   const bool is_root = c.rank == root;
+  runtime::Placement placed = place(check, has_stream_, stream_, in);
   if (is_root) {
     root_checks(c, "gather", root, in, -1, [&] {
       check.buffer(out, "output");
@@ -241,11 +276,12 @@ Work Communicator::gather(Buffer in, Buffer out, int root) {
       check.count(out, check.times(in, c.size, "input"), "output",
                   "gather output at root is size() * input count");
       check.no_overlap(in, out, in.data == at(out, in.count * root));
+      placed = place(check, has_stream_, stream_, in, out);
     });
   }
   return runtime::call(
       c, algo::Collective::gather,
-      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .root = root});
+      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .root = root}, placed);
 }
 
 Work Communicator::scatter(Buffer in, Buffer out, int root) {
@@ -254,6 +290,7 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
   check.peer(root, c.size, "root");
   check.buffer(out, "output");
   const bool is_root = c.rank == root;
+  runtime::Placement placed = place(check, has_stream_, stream_, Buffer{}, out);
   if (is_root) {
     root_checks(c, "scatter", root, out, -1, [&] {
       check.buffer(in, "input");
@@ -261,11 +298,13 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
       check.count(in, check.times(out, c.size, "output"), "input",
                   "scatter input at root is size() * output count");
       check.no_overlap(in, out, out.data == at(in, out.count * root));
+      placed = place(check, has_stream_, stream_, in, out);
     });
   }
   return runtime::call(
       c, algo::Collective::scatter,
-      {.in = in.data, .out = out.data, .count = out.count, .dtype = out.dtype, .root = root});
+      {.in = in.data, .out = out.data, .count = out.count, .dtype = out.dtype, .root = root},
+      placed);
 }
 
 Work Communicator::send(Buffer in, int peer, uint32_t tag) {
@@ -273,6 +312,10 @@ Work Communicator::send(Buffer in, int peer, uint32_t tag) {
   runtime::Checker check = c.checker("send", peer);
   check.peer(peer, c.size, "peer");
   check.buffer(in, "input");
+  if (in.memory == MemoryKind::cuda) {
+    return runtime::device_point_to_point(c, true, in, peer, tag,
+                                          place(check, has_stream_, stream_, in));
+  }
   return c.point_to_point(true, in, peer, tag);
 }
 
@@ -281,6 +324,10 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
   runtime::Checker check = c.checker("recv", peer);
   if (peer != kAnySource) check.peer(peer, c.size, "peer");
   check.buffer(out, "output");
+  if (out.memory == MemoryKind::cuda) {
+    return runtime::device_point_to_point(c, false, out, peer, tag,
+                                          place(check, has_stream_, stream_, out));
+  }
   return c.point_to_point(false, out, peer, tag);
 }
 

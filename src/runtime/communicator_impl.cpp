@@ -3,6 +3,7 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 #include "bootstrap/node_identity.hpp"
+#include "runtime/device_path.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
 #include "transport/calls/call_bits.hpp"
@@ -76,6 +77,7 @@ void Communicator::Impl::abort(const std::string& why) {
   // The group first, so that a hierarchical collective whose legs end below reports this abort.
   health_->abort(why);
   if (levels_) levels_->abort();
+  if (device && device->nccl) device->nccl->abort();
   queue_->abort(why);
 }
 

@@ -17,6 +17,9 @@
 #include "strata/communicator.hpp"
 
 namespace strata {
+namespace runtime {
+struct DeviceGroup;
+}
 
 class Communicator::Impl {
  public:
@@ -62,6 +65,11 @@ class Communicator::Impl {
   /// rail groups, whose legs run on whichever thread executes their group's collective):
   /// another thread's are refused (runtime/calls.cpp, README "Threads").
   std::atomic<int> issuer{0};
+  /// The device path's state, made by the first device collective (runtime/device_path.hpp).
+  /// Shared with the queued device calls, which may outlive it in the op queue.
+  std::shared_ptr<runtime::DeviceGroup> device;
+  /// Deadline of this group's operations.
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.

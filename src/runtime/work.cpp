@@ -1,6 +1,7 @@
 #include "strata/work.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "runtime/op_queue.hpp"
 #include "runtime/work_state.hpp"
@@ -12,6 +13,11 @@ using namespace std::chrono_literals;
 void Work::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return;
   const auto until = Clock::now() + timeout;
+  if (state_->poll) {
+    for (int polls = 0; !state_->poll() && Clock::now() < until; ++polls) {
+      if (polls > 1000) std::this_thread::sleep_for(20us);
+    }
+  }
   if (auto queue = state_->queue.lock()) queue->drive(*state_, until);
   // The op queue is gone or another thread drives: wait for its notification, bounded.
   if (!state_->finished()) state_->sleep_until(until);
@@ -29,6 +35,7 @@ void Work::wait() const {
   // The grace lets an operation's own deadline, which names its peer, fire first.
   const auto window =
       state_->default_timeout + std::min<std::chrono::milliseconds>(state_->default_timeout, 5s);
+  if (state_->poll) return wait(window);
   for (;;) {
     auto queue = state_->queue.lock();
     if (!queue) return wait(window);  // the group is gone: the operation has ended
@@ -47,6 +54,7 @@ void Work::wait() const {
 
 bool Work::test() const {
   if (!state_) return true;
+  if (state_->poll) state_->poll();
   if (auto queue = state_->queue.lock()) queue->drive(*state_, Clock::now());
   const auto status = state_->status.load(std::memory_order_acquire);
   if (status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);

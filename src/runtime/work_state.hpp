@@ -33,6 +33,9 @@ struct WorkState {
   std::atomic<int> sleepers{0};       // threads in sleep_until()
   std::function<void()> on_complete;  // guarded by mu; run once, by whoever sees both
   std::atomic<bool> has_callback{false};
+  /// Set for an operation no op queue drives (a device send or receive: runtime/device_path.cpp):
+  /// a waiting thread calls it until it returns true, having completed the state.
+  std::function<bool()> poll;
 
   bool finished() const {
     const Status s = status.load(std::memory_order_acquire);
