@@ -151,6 +151,11 @@ std::string usage() {
          "  --compare mpi   also time Open MPI's collective on the same buffers (the job must be\n"
          "                  started by mpirun) and print vs_mpi: Strata's out-of-place busbw\n"
          "                  divided by Open MPI's, so above 1 means Strata is faster\n"
+         "  --device cuda   the buffers in CUDA device memory, one GPU per rank by LOCAL_RANK\n"
+         "                  (ranks sharing a GPU take the staged path: docs/device.md)\n"
+         "  --compare nccl  with --device cuda: also time raw NCCL on the same buffers and print\n"
+         "                  vs_nccl (NCCL's time / Strata's out-of-place time, above 1: Strata\n"
+         "                  faster; N/A where ranks share a GPU, which NCCL refuses)\n"
          "  --json FILE     write every row as JSON\n"
          "  --plot FILE.svg busbw against size\n"
          "  -h, --help      print this and exit\n";
@@ -212,8 +217,11 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
       }
       if (o.ops.empty()) return bad("an op (sum prod min max avg all)");
     } else if (flag == "--compare") {
-      if (v != "mpi") return bad("a peer to compare with (mpi)");
-      o.compare_mpi = true;
+      if (v != "mpi" && v != "nccl") return bad("a peer to compare with (mpi, nccl)");
+      (v == "mpi" ? o.compare_mpi : o.compare_nccl) = true;
+    } else if (flag == "--device") {
+      if (v != "cuda" && v != "host") return bad("a memory to run on (host, cuda)");
+      o.device = v == "cuda";
     } else if (flag == "--skew") {
       const auto s = parse_zipf(v);
       if (!s) return bad("zipf:S (S >= 0)");
@@ -229,6 +237,14 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
   }
   if (o.min_bytes > o.max_bytes) {
     error = "-b is larger than -e";
+    return std::nullopt;
+  }
+  if (o.compare_nccl && !o.device) {
+    error = "--compare nccl needs --device cuda";
+    return std::nullopt;
+  }
+  if (o.compare_mpi && o.device) {
+    error = "--compare mpi times host memory: not with --device cuda";
     return std::nullopt;
   }
   if (o.skew > 0 && o.coll != Coll::all_to_allv) {

@@ -34,6 +34,10 @@ struct Options {
   /// all_to_allv: the Zipf exponent of the destinations' shares (--skew zipf:S; 0 = even).
   double skew = 0;
   bool compare_mpi = false;
+  /// --compare nccl: raw NCCL on the same device buffers (with --device cuda).
+  bool compare_nccl = false;
+  /// --device cuda: the buffers in CUDA device memory (docs/device.md).
+  bool device = false;
   std::string json, plot;
 };
 

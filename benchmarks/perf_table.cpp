@@ -33,24 +33,29 @@ Measure measure(Coll c, int n, size_t bytes, double time_us) {
   return m;
 }
 
-std::string header(bool compare_mpi) {
+std::string header(bool compare_mpi, bool compare_nccl) {
   std::string s =
       compare_mpi ? "# vs_mpi: Strata's out-of-place busbw / Open MPI's (above 1: Strata faster)\n"
                   : "";
+  if (compare_nccl) {
+    s += "# vs_nccl: raw NCCL's time / Strata's out-of-place time on the same device buffers\n";
+  }
   s +=
       "#\n"
       "#                                                              out-of-place                 "
       "      in-place          \n"
       "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
       "time   algbw   busbw #wrong";
-  s += compare_mpi ? "  vs_mpi\n" : "\n";
+  s += compare_mpi ? "  vs_mpi" : "";
+  s += compare_nccl ? " vs_nccl\n" : "\n";
   s += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
        "(us)  (GB/s)  (GB/s)       ";
-  s += compare_mpi ? "     (x)\n" : "\n";
+  s += compare_mpi ? "     (x)" : "";
+  s += compare_nccl ? "     (x)\n" : "\n";
   return s;
 }
 
-std::string format_row(const Row& r, bool compare_mpi) {
+std::string format_row(const Row& r, bool compare_mpi, bool compare_nccl) {
   char b[128];
   std::snprintf(b, sizeof b, "%12zu  %12zu  %8s  %6s  %6i", r.bytes, r.count, r.type, r.redop,
                 r.root);
@@ -58,6 +63,14 @@ std::string format_row(const Row& r, bool compare_mpi) {
   if (compare_mpi) {
     if (r.mpi_busbw && *r.mpi_busbw > 0) {
       std::snprintf(b, sizeof b, "  %6.2f", r.out_of_place.busbw / *r.mpi_busbw);
+    } else {
+      std::snprintf(b, sizeof b, "  %6s", "N/A");
+    }
+    s += b;
+  }
+  if (compare_nccl) {
+    if (r.nccl_us && r.out_of_place.time_us > 0) {
+      std::snprintf(b, sizeof b, "  %6.2f", *r.nccl_us / r.out_of_place.time_us);
     } else {
       std::snprintf(b, sizeof b, "  %6s", "N/A");
     }

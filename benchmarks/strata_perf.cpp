@@ -10,10 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 
 #include "node_reference.hpp"
 #include "perf_case.hpp"
+#include "perf_device.hpp"
 #include "perf_moe.hpp"
 #include "perf_moe_options.hpp"
 #include "perf_mpi.hpp"
@@ -55,15 +57,21 @@ double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in,
   return max_over_ranks(comm, us);
 }
 
+// `dev`: the buffers' device twins (--device cuda), which the calls then use; the checks fill
+// and read the host buffers, copied across.
 Measure run_placement(strata::Communicator& comm, Case c, std::vector<uint8_t>& a,
-                      std::vector<uint8_t>& b, const Options& o) {
+                      std::vector<uint8_t>& b, const Options& o, const DeviceBuffers* dev) {
   if (!c.supported()) return Measure{false};
-  strata::Buffer in = c.input(a, b), out = c.output(a, b);
+  const strata::Buffer host_in = c.input(a, b), host_out = c.output(a, b);
+  const strata::Buffer in = dev ? dev->mirror(host_in, a, b) : host_in;
+  const strata::Buffer out = dev ? dev->mirror(host_out, a, b) : host_out;
   Measure m = measure(c.coll, c.n, c.bytes(), time_strata(comm, c, in, out, o));
   if (o.check) {
-    c.fill_input(in);
+    c.fill_input(host_in);
+    if (dev) copy_memory(in.data, host_in.data, host_in.bytes());
     c.issue(comm, in, out).wait();
-    m.wrong = sum_over_ranks(comm, c.count_wrong(out));
+    if (dev) copy_memory(host_out.data, out.data, host_out.bytes());
+    m.wrong = sum_over_ranks(comm, c.count_wrong(host_out));
   }
   return m;
 }
@@ -99,7 +107,8 @@ void write_json(const std::string& path, const Options& o, int n, int nodes,
     f << "  {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
       << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
       << ", \"out_of_place\": " << m(r.out_of_place) << ", \"in_place\": " << m(r.in_place)
-      << ", \"mpi_busbw\": " << (r.mpi_busbw ? std::to_string(*r.mpi_busbw) : "null") << "}"
+      << ", \"mpi_busbw\": " << (r.mpi_busbw ? std::to_string(*r.mpi_busbw) : "null")
+      << ", \"nccl_time_us\": " << (r.nccl_us ? std::to_string(*r.nccl_us) : "null") << "}"
       << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   f << "]}\n";
@@ -163,8 +172,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < n; ++r) {
       comm.barrier().wait();
       if (r == rank) {
-        std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [host] cpu\n", rank,
-                    int(getpid()), host);
+        std::printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 %s\n", rank, int(getpid()),
+                    host, o.device ? "[cuda]" : "[host] cpu");
         std::fflush(stdout);
       }
     }
@@ -183,8 +192,13 @@ int main(int argc, char** argv) {
     // all_to_allv's most popular rank receives up to every rank's whole input.
     const size_t out_bytes = o.coll == Coll::all_to_allv ? size_t(n) * o.max_bytes : o.max_bytes;
     std::vector<uint8_t> a(o.max_bytes + 64), b(out_bytes + 64);
+    std::unique_ptr<DeviceBuffers> dev;
+    if (o.device) {
+      dev = std::make_unique<DeviceBuffers>(a.size(), b.size());
+      if (rank == 0) std::printf("# device buffers on %s\n", dev->name().c_str());
+    }
     std::vector<Row> rows;
-    if (rank == 0) std::printf("%s", header(o.compare_mpi).c_str());
+    if (rank == 0) std::printf("%s", header(o.compare_mpi, o.compare_nccl).c_str());
     for (auto dt : o.dtypes) {
       for (auto op : o.ops) {
         for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
@@ -207,16 +221,23 @@ int main(int argc, char** argv) {
           row.type = nccl_type_name(dt);
           row.redop = has_op(o.coll) ? strata::op_name(op).data() : "none";
           row.root = c.root;
-          row.out_of_place = run_placement(comm, c, a, b, o);
+          row.out_of_place = run_placement(comm, c, a, b, o, dev.get());
           c.in_place = true;
-          row.in_place = run_placement(comm, c, a, b, o);
+          row.in_place = run_placement(comm, c, a, b, o, dev.get());
           if (o.compare_mpi) {
             c.in_place = false;
             auto us = time_mpi(c, c.input(a, b), c.output(a, b), o.warmup, o.iters);
             if (us) row.mpi_busbw = measure(c.coll, n, c.bytes(), *us).busbw;
           }
+          if (o.compare_nccl) {
+            c.in_place = false;
+            auto us = time_nccl(comm, c, dev->mirror(c.input(a, b), a, b),
+                                dev->mirror(c.output(a, b), a, b), o.warmup, o.iters);
+            const double worst = max_over_ranks(comm, us.value_or(-1));
+            if (us && worst > 0) row.nccl_us = worst;
+          }
           if (rank == 0) {
-            std::printf("%s", format_row(row, o.compare_mpi).c_str());
+            std::printf("%s", format_row(row, o.compare_mpi, o.compare_nccl).c_str());
             std::fflush(stdout);
           }
           rows.push_back(row);
@@ -246,6 +267,9 @@ int main(int argc, char** argv) {
     rc = 1;
   } catch (int code) {
     rc = code;
+  } catch (const std::runtime_error& e) {  // the device buffers' CUDA errors
+    std::fprintf(stderr, "strata-perf: %s\n", e.what());
+    rc = 1;
   }
   if (o.compare_mpi) MPI_Finalize();
   return rc;

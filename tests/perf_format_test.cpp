@@ -154,6 +154,14 @@ TEST(PerfTable, MatchesTheNcclTestsLayout) {
                                "algbw   busbw #wrong     time   algbw   busbw #wrong\n"),
             std::string::npos);
   EXPECT_NE(header(true).find("#wrong  vs_mpi\n"), std::string::npos);
+  // --compare nccl: raw NCCL's time over Strata's, defined on one rank where busbw is 0.
+  r.nccl_us = 5242.88;
+  EXPECT_EQ(format_row(r, false, true),
+            "    33554432       8388608     float     sum      -1    10486    3.20    4.80      0"
+            "      N/A     N/A     N/A    N/A    0.50\n");
+  r.nccl_us.reset();
+  EXPECT_NE(format_row(r, false, true).find("N/A    N/A     N/A\n"), std::string::npos);
+  EXPECT_NE(header(false, true).find("#wrong vs_nccl\n"), std::string::npos);
 }
 
 TEST(PerfTable, FooterCountsWrongValuesAndAveragesBusBandwidth) {
