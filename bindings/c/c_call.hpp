@@ -13,6 +13,7 @@
 
 struct strataComm {
   strata::Communicator comm;
+  bool device = false;  // strataCommOnStream's: CUDA buffers, and a NULL work only enqueues
 };
 
 struct strataWork {
@@ -145,36 +146,40 @@ inline ReduceOp op_of(strataRedOp_t op) {
   throw CallError{strataInvalidArgument, "unknown reduction op " + std::to_string(int(op))};
 }
 
-inline Buffer buf(const void* p, size_t count, strataDataType_t t) {
-  return Buffer{const_cast<void*>(p), count, dtype_of(t)};
+inline Buffer buf(strataComm_t c, const void* p, size_t count, strataDataType_t t) {
+  return Buffer{const_cast<void*>(p), count, dtype_of(t),
+                c && c->device ? strata::MemoryKind::cuda : strata::MemoryKind::host};
 }
 
 // ---- groups: calls recorded per thread, issued in order by the outermost strataGroupEnd ----
 
 struct Pending {
   std::function<strata::Work()> issue;
-  strataWork* handle;  // null: the caller asked to block, so GroupEnd waits for it
+  strataWork* handle;  // null: no handle asked for
+  bool blocks;         // no handle, on a host communicator: GroupEnd waits for it
 };
 extern thread_local int group_depth;
 extern thread_local std::vector<Pending> group_calls;
 
 // `make` converts and checks the arguments (so a bad enum or handle fails at the call, even
 // inside a group) and returns the C++ call to make. submit issues it, or inside a group records
-// it; it blocks when `work` is NULL.
+// it. When `work` is NULL it blocks on a host communicator; on a device one
+// (strataCommOnStream) the call is on its stream once enqueued, as NCCL's are.
 template <typename Make>
-strataResult_t submit(const char* fn, strataWork_t* work, Make make) {
+strataResult_t submit(const char* fn, strataComm_t comm, strataWork_t* work, Make make) {
   return guarded(fn, [&] {
     std::function<strata::Work()> issue = make();
+    const bool blocks = !work && !(comm && comm->device);
     if (group_depth > 0) {
       strataWork* h = work ? new strataWork{strata::Work(), false, strataSuccess, {}} : nullptr;
-      group_calls.push_back({std::move(issue), h});
+      group_calls.push_back({std::move(issue), h, blocks});
       if (work) *work = h;
       return;
     }
     strata::Work w = issue();
     if (work) {
       *work = new strataWork{w, true, strataSuccess, {}};
-    } else {
+    } else if (blocks) {
       w.wait();
     }
   });

@@ -4,10 +4,11 @@
  * numbers them, arguments in NCCL's order. Where NCCL takes a CUDA stream, Strata takes a
  * `strataWork_t*`: NULL makes the call blocking, otherwise it receives a handle to wait on.
  *
- * Buffers are host memory. The caller keeps them alive and untouched until the operation has
- * completed (strataWorkWait / strataWorkTest returned done). Errors never escape as C++
- * exceptions: every call returns a strataResult_t, and strataGetLastError() gives this thread's
- * last message, which names the rank, group, operation, sequence number and peer.
+ * Buffers are host memory, or CUDA device memory on a communicator from strataCommOnStream, whose
+ * calls are ordered on a CUDA stream as NCCL's are. The caller keeps them alive and untouched
+ * until the operation has completed (strataWorkWait / strataWorkTest returned done). Errors never
+ * escape as C++ exceptions: every call returns a strataResult_t, and strataGetLastError() gives
+ * this thread's last message, which names the rank, group, operation, sequence number and peer.
  *
  * Link with -lstrata_c. Only the strata* functions below are exported, under the symbol version
  * STRATA_0. docs/bindings.md has the full guide. */
@@ -112,6 +113,15 @@ strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId
 /* Collective over `comm`: ranks passing the same color form *newcomm, ordered by (key, rank).
  * A rank passing STRATA_SPLIT_NOCOLOR (any negative color) gets NULL. */
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm);
+/* A CUDA stream: cudaStream_t itself (the same type), without CUDA's headers. */
+typedef struct CUstream_st* strataStream_t;
+/* A second handle to `comm`'s group whose calls take CUDA device buffers and are ordered on
+ * `stream` (NULL: the legacy default stream), by NCCL or staged through host memory
+ * (docs/device.md). On it a NULL `work` returns once the call is on the stream, as NCCL's calls
+ * do; a handle completes when the GPU has run it. Free it with strataCommDestroy: the group
+ * lives on in `comm`. Device memory on a build or rank without CUDA is strataInvalidArgument. */
+strataResult_t strataCommOnStream(strataComm_t comm, strataStream_t stream,
+                                  strataComm_t* device_comm);
 /* Frees the communicator (after its pending operations complete, as NCCL does). */
 strataResult_t strataCommDestroy(strataComm_t comm);
 /* Ends the group at once: pending and later operations fail with strataAborted here and with

@@ -131,6 +131,15 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
   });
 }
 
+strataResult_t strataCommOnStream(strataComm_t comm, strataStream_t stream,
+                                  strataComm_t* device_comm) {
+  return guarded("strataCommOnStream", [&] {
+    require(device_comm != nullptr, strataInvalidArgument, "device_comm is NULL");
+    *device_comm = nullptr;
+    *device_comm = new strataComm{comm_of(comm).on_stream(stream), true};
+  });
+}
+
 strataResult_t strataCommDestroy(strataComm_t comm) {
   return guarded("strataCommDestroy", [&] {
     comm_of(comm);
@@ -184,7 +193,7 @@ strataResult_t strataGroupEnd(void) {
       strata::Work w = p.issue();
       if (p.handle) {
         p.handle->work = w;
-      } else {
+      } else if (p.blocks) {
         blocking.push_back(w);
       }
     });

@@ -9,21 +9,22 @@ extern "C" {
 strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
                                strataWork_t* work) {
-  return submit("strataAllReduce", work, [&] {
+  return submit("strataAllReduce", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, count, datatype), out = buf(recvbuff, count, datatype),
-            o = op_of(op)] { return c.all_reduce(in, out, o); };
+    return
+        [&c, in = buf(comm, sendbuff, count, datatype), out = buf(comm, recvbuff, count, datatype),
+         o = op_of(op)] { return c.all_reduce(in, out, o); };
   });
 }
 
 strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                strataDataType_t datatype, int root, strataComm_t comm,
                                strataWork_t* work) {
-  return submit("strataBroadcast", work, [&] {
+  return submit("strataBroadcast", comm, work, [&] {
     auto& c = comm_of(comm);
-    const Buffer out = buf(recvbuff, count, datatype);
+    const Buffer out = buf(comm, recvbuff, count, datatype);
     // sendbuff matters on root only (it may be NULL elsewhere).
-    const Buffer in = c.rank() == root ? buf(sendbuff, count, datatype) : out;
+    const Buffer in = c.rank() == root ? buf(comm, sendbuff, count, datatype) : out;
     return [&c, in, out, root] { return c.broadcast(in, out, root); };
   });
 }
@@ -31,19 +32,20 @@ strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t coun
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count,
                             strataDataType_t datatype, strataRedOp_t op, int root,
                             strataComm_t comm, strataWork_t* work) {
-  return submit("strataReduce", work, [&] {
+  return submit("strataReduce", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, count, datatype), out = buf(recvbuff, count, datatype),
-            o = op_of(op), root] { return c.reduce(in, out, o, root); };
+    return
+        [&c, in = buf(comm, sendbuff, count, datatype), out = buf(comm, recvbuff, count, datatype),
+         o = op_of(op), root] { return c.reduce(in, out, o, root); };
   });
 }
 
 strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                strataDataType_t datatype, strataComm_t comm, strataWork_t* work) {
-  return submit("strataAllGather", work, [&] {
+  return submit("strataAllGather", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, sendcount, datatype),
-            out = buf(recvbuff, sendcount * size_t(c.size()), datatype)] {
+    return [&c, in = buf(comm, sendbuff, sendcount, datatype),
+            out = buf(comm, recvbuff, sendcount * size_t(c.size()), datatype)] {
       return c.all_gather(in, out);
     };
   });
@@ -52,22 +54,21 @@ strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t send
 strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
                                    strataWork_t* work) {
-  return submit("strataReduceScatter", work, [&] {
+  return submit("strataReduceScatter", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, recvcount * size_t(c.size()), datatype),
-            out = buf(recvbuff, recvcount, datatype),
+    return [&c, in = buf(comm, sendbuff, recvcount * size_t(c.size()), datatype),
+            out = buf(comm, recvbuff, recvcount, datatype),
             o = op_of(op)] { return c.reduce_scatter(in, out, o); };
   });
 }
 
 strataResult_t strataAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                               strataDataType_t datatype, strataComm_t comm, strataWork_t* work) {
-  return submit("strataAlltoAll", work, [&] {
+  return submit("strataAlltoAll", comm, work, [&] {
     auto& c = comm_of(comm);
     const size_t total = count * size_t(c.size());
-    return [&c, in = buf(sendbuff, total, datatype), out = buf(recvbuff, total, datatype)] {
-      return c.all_to_all(in, out);
-    };
+    return [&c, in = buf(comm, sendbuff, total, datatype),
+            out = buf(comm, recvbuff, total, datatype)] { return c.all_to_all(in, out); };
   });
 }
 
@@ -75,7 +76,7 @@ strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts,
                                const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
                                const size_t* rdispls, strataDataType_t datatype, strataComm_t comm,
                                strataWork_t* work) {
-  return submit("strataAlltoAllv", work, [&] {
+  return submit("strataAlltoAllv", comm, work, [&] {
     auto& c = comm_of(comm);
     require(sendcounts && sdispls && recvcounts && rdispls, strataInvalidArgument,
             "a count or displacement array is NULL");
@@ -87,34 +88,38 @@ strataResult_t strataAlltoAllv(const void* sendbuff, const size_t* sendcounts,
       in_count = std::max(in_count, sd[i] + sc[i]);
       out_count = std::max(out_count, rd[i] + rc[i]);
     }
-    return [&c, in = buf(sendbuff, in_count, datatype), out = buf(recvbuff, out_count, datatype),
-            sc, sd, rc, rd] { return c.all_to_allv(in, sc, sd, out, rc, rd); };
+    return [&c, in = buf(comm, sendbuff, in_count, datatype),
+            out = buf(comm, recvbuff, out_count, datatype), sc, sd, rc,
+            rd] { return c.all_to_allv(in, sc, sd, out, rc, rd); };
   });
 }
 
 strataResult_t strataGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                             strataDataType_t datatype, int root, strataComm_t comm,
                             strataWork_t* work) {
-  return submit("strataGather", work, [&] {
+  return submit("strataGather", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, sendcount, datatype),
-            out = buf(recvbuff, c.rank() == root ? sendcount * size_t(c.size()) : 0, datatype),
-            root] { return c.gather(in, out, root); };
+    return
+        [&c, in = buf(comm, sendbuff, sendcount, datatype),
+         out = buf(comm, recvbuff, c.rank() == root ? sendcount * size_t(c.size()) : 0, datatype),
+         root] { return c.gather(in, out, root); };
   });
 }
 
 strataResult_t strataScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              strataDataType_t datatype, int root, strataComm_t comm,
                              strataWork_t* work) {
-  return submit("strataScatter", work, [&] {
+  return submit("strataScatter", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, c.rank() == root ? recvcount * size_t(c.size()) : 0, datatype),
-            out = buf(recvbuff, recvcount, datatype), root] { return c.scatter(in, out, root); };
+    return
+        [&c,
+         in = buf(comm, sendbuff, c.rank() == root ? recvcount * size_t(c.size()) : 0, datatype),
+         out = buf(comm, recvbuff, recvcount, datatype), root] { return c.scatter(in, out, root); };
   });
 }
 
 strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work) {
-  return submit("strataBarrier", work, [&] {
+  return submit("strataBarrier", comm, work, [&] {
     auto& c = comm_of(comm);
     return [&c] { return c.barrier(); };
   });
@@ -122,17 +127,17 @@ strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work) {
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
-  return submit("strataSend", work, [&] {
+  return submit("strataSend", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(sendbuff, count, datatype), peer] { return c.send(in, peer); };
+    return [&c, in = buf(comm, sendbuff, count, datatype), peer] { return c.send(in, peer); };
   });
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
-  return submit("strataRecv", work, [&] {
+  return submit("strataRecv", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, out = buf(recvbuff, count, datatype), peer] { return c.recv(out, peer); };
+    return [&c, out = buf(comm, recvbuff, count, datatype), peer] { return c.recv(out, peer); };
   });
 }
 

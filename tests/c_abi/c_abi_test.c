@@ -173,6 +173,21 @@ static void errors(strataComm_t comm) {
          "error string");
 }
 
+/* A device handle of the group: host memory given to it is refused by name, whatever the build
+ * and machine (no device path, no usable GPU, or host memory marked as device memory), and the
+ * group lives on after the handle is freed. */
+static void device(strataComm_t comm) {
+  strataComm_t dev;
+  float v[4] = {1, 1, 1, 1};
+  CHECK(strataCommOnStream(comm, NULL, &dev));
+  EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, dev, NULL), strataInvalidArgument,
+               "CUDA device memory");
+  EXPECT_ERROR(strataCommOnStream(comm, NULL, NULL), strataInvalidArgument, "device_comm is NULL");
+  CHECK(strataCommDestroy(dev));
+  CHECK(strataAllReduce(v, v, 4, strataFloat, strataSum, comm, NULL));
+  EXPECT(v[0] == (float)nranks, "after the device handle: %g", v[0]);
+}
+
 /* Threads: a thread that did not create the communicator is refused its collectives, naming
  * both threads; handed the issuing on every rank, it runs them. */
 static void* other_thread(void* arg) {
@@ -208,6 +223,7 @@ int main(void) {
   collectives(world);
   ring(world);
   errors(world);
+  device(world);
   threads(world);
 
   /* split: even and odd ranks, the last rank opting out */
