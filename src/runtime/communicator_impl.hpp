@@ -70,6 +70,9 @@ class Communicator::Impl {
   std::shared_ptr<runtime::DeviceGroup> device;
   /// Deadline of this group's operations.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Throws (peer_failure or aborted, naming the culprit) once the group cannot complete an
+  /// operation: a peer gone, an abort. On the thread that runs the op queue (a queued op's body).
+  void check_health(const ErrorContext& where) { health_->check(where); }
 
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.

@@ -121,22 +121,33 @@ void pause(int polls) {
   for (int i = 0; i < 64; ++i) _mm_pause();
 }
 
-// Waits, on the op queue, for the GPU to finish what `event` follows: NCCL's errors and the
-// deadline end it, aborting the NCCL communicator (whose kernels would wait for ever on a peer
-// that never comes).
-void await_gpu(device::Nccl& n, const device::Event& event, algo::Exec& e) {
-  for (int polls = 0;; ++polls) {
-    if (event.done(e.where)) return;
-    if (const std::string err = n.async_error(); !err.empty()) {
-      throw Error(ErrorCode::transport, e.where, err);
+// Waits, on the op queue, for the GPU to finish what `event` follows: NCCL's errors, a peer's
+// death or an abort (the group's health, every few milliseconds: NCCL cannot see them) and the
+// deadline end it, aborting the NCCL communicator, whose kernels would wait for ever on a peer
+// that never comes.
+void await_gpu(Group& g, device::Nccl& n, const device::Event& event, algo::Exec& e) {
+  auto next_check = Clock::now();
+  try {
+    for (int polls = 0;; ++polls) {
+      if (event.done(e.where)) return;
+      if (const std::string err = n.async_error(); !err.empty()) {
+        throw Error(ErrorCode::transport, e.where, err);
+      }
+      const auto now = Clock::now();
+      if (now > e.deadline) {
+        throw Error(ErrorCode::timeout, e.where,
+                    "timed out waiting for NCCL's operation on the GPU (a peer that never "
+                    "called it, or a kernel that hangs); the NCCL communicator was aborted");
+      }
+      if (now >= next_check) {
+        g.check_health(e.where);
+        next_check = now + std::chrono::milliseconds(5);
+      }
+      pause(polls);
     }
-    if (Clock::now() > e.deadline) {
-      n.abort();
-      throw Error(ErrorCode::timeout, e.where,
-                  "timed out waiting for NCCL's operation on the GPU (a peer that never called "
-                  "it, or a kernel that hangs); the NCCL communicator was aborted");
-    }
-    pause(polls);
+  } catch (...) {
+    n.abort();
+    throw;
   }
 }
 
@@ -145,8 +156,9 @@ void await_gpu(device::Nccl& n, const device::Event& event, algo::Exec& e) {
 int call_device(Group& g, const char* op, const void* a, const void* b) {
   const ErrorContext where = g.context(op);
   int dev = -1;
-  for (auto [p, what] : {std::pair{a, "input"}, std::pair{b, "output"}}) {
-    if (!p || (p == b && a == b && dev >= 0)) continue;  // in place: asked once
+  // In place, the one buffer is asked once.
+  for (auto [p, what] : {std::pair{a, "input"}, std::pair{b == a ? nullptr : b, "output"}}) {
+    if (!p) continue;
     const int d = device::device_of(p, where, what);
     if (d < 0) {
       throw Error(ErrorCode::invalid_argument, where,
@@ -182,10 +194,12 @@ Work device_call(Group& g, algo::Collective c, const algo::Args& a, const Placem
   std::shared_ptr<device::Event> event = d.event(where);
   event->record(s, where);
   const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * size_t(g.size) : a.bytes();
-  return g.collective(
-      shape.name.data(), shape.rooted ? a.root : -1,
-      Buffer{const_cast<void*>(a.in), a.count, a.dtype}, shape.reduces ? int(a.op) : -1, bytes,
-      [nccl = d.nccl.get(), event, dg = g.device](algo::Exec& e) { await_gpu(*nccl, *event, e); });
+  return g.collective(shape.name.data(), shape.rooted ? a.root : -1,
+                      Buffer{const_cast<void*>(a.in), a.count, a.dtype},
+                      shape.reduces ? int(a.op) : -1, bytes,
+                      [&g, nccl = d.nccl.get(), event, dg = g.device](algo::Exec& e) {
+                        await_gpu(g, *nccl, *event, e);
+                      });
 }
 
 Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t tag,
