@@ -1,6 +1,7 @@
 #include "perf_table.hpp"
 
 #include <cstdio>
+#include <tuple>
 
 namespace perf {
 namespace {
@@ -38,7 +39,8 @@ std::string header(bool compare_mpi, bool compare_nccl) {
       compare_mpi ? "# vs_mpi: Strata's out-of-place busbw / Open MPI's (above 1: Strata faster)\n"
                   : "";
   if (compare_nccl) {
-    s += "# vs_nccl: raw NCCL's time / Strata's out-of-place time on the same device buffers\n";
+    s += "# vs_nccl, vs_nccl_ip: raw NCCL's time / Strata's on the same device buffers, out of "
+         "place and in place\n";
   }
   s +=
       "#\n"
@@ -47,11 +49,11 @@ std::string header(bool compare_mpi, bool compare_nccl) {
       "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
       "time   algbw   busbw #wrong";
   s += compare_mpi ? "  vs_mpi" : "";
-  s += compare_nccl ? " vs_nccl\n" : "\n";
+  s += compare_nccl ? " vs_nccl vs_nccl_ip\n" : "\n";
   s += "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
        "(us)  (GB/s)  (GB/s)       ";
   s += compare_mpi ? "     (x)" : "";
-  s += compare_nccl ? "     (x)\n" : "\n";
+  s += compare_nccl ? "     (x)        (x)\n" : "\n";
   return s;
 }
 
@@ -69,12 +71,15 @@ std::string format_row(const Row& r, bool compare_mpi, bool compare_nccl) {
     s += b;
   }
   if (compare_nccl) {
-    if (r.nccl_us && r.out_of_place.time_us > 0) {
-      std::snprintf(b, sizeof b, "  %6.2f", *r.nccl_us / r.out_of_place.time_us);
-    } else {
-      std::snprintf(b, sizeof b, "  %6s", "N/A");
+    for (auto [nccl, strata, width] : {std::tuple{r.nccl_us, r.out_of_place.time_us, 8},
+                                       std::tuple{r.nccl_ip_us, r.in_place.time_us, 11}}) {
+      if (nccl && strata > 0) {
+        std::snprintf(b, sizeof b, "%*.2f", width, *nccl / strata);
+      } else {
+        std::snprintf(b, sizeof b, "%*s", width, "N/A");
+      }
+      s += b;
     }
-    s += b;
   }
   return s + "\n";
 }

@@ -24,12 +24,14 @@ struct Row {
   const char* redop = "none";
   int root = -1;
   Measure out_of_place, in_place;
-  std::optional<double> mpi_busbw;  // with --compare mpi
-  std::optional<double> nccl_us;    // with --compare nccl: raw NCCL's time per call
+  std::optional<double> mpi_busbw;   // with --compare mpi
+  std::optional<double> nccl_us;     // with --compare nccl: raw NCCL's time per call
+  std::optional<double> nccl_ip_us;  // and in place
 };
 
-/// With `compare_nccl`, the last column is vs_nccl: raw NCCL's time over Strata's (its busbw
-/// ratio; defined on one rank too, where busbw is 0).
+/// With `compare_nccl`, the last columns are vs_nccl and vs_nccl_ip: raw NCCL's time over
+/// Strata's, out of place and in place (its busbw ratio; defined on one rank too, where busbw
+/// is 0).
 std::string header(bool compare_mpi, bool compare_nccl = false);
 std::string format_row(const Row& r, bool compare_mpi, bool compare_nccl = false);
 /// Footer: wrong-value summary and the average bus bandwidth over both placements of all rows.

@@ -108,8 +108,9 @@ void write_json(const std::string& path, const Options& o, int n, int nodes,
       << "\", \"redop\": \"" << r.redop << "\", \"root\": " << r.root
       << ", \"out_of_place\": " << m(r.out_of_place) << ", \"in_place\": " << m(r.in_place)
       << ", \"mpi_busbw\": " << (r.mpi_busbw ? std::to_string(*r.mpi_busbw) : "null")
-      << ", \"nccl_time_us\": " << (r.nccl_us ? std::to_string(*r.nccl_us) : "null") << "}"
-      << (i + 1 < rows.size() ? ",\n" : "\n");
+      << ", \"nccl_time_us\": " << (r.nccl_us ? std::to_string(*r.nccl_us) : "null")
+      << ", \"nccl_in_place_time_us\": " << (r.nccl_ip_us ? std::to_string(*r.nccl_ip_us) : "null")
+      << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   f << "]}\n";
 }
@@ -230,11 +231,13 @@ int main(int argc, char** argv) {
             if (us) row.mpi_busbw = measure(c.coll, n, c.bytes(), *us).busbw;
           }
           if (o.compare_nccl) {
-            c.in_place = false;
-            auto us = time_nccl(comm, c, dev->mirror(c.input(a, b), a, b),
-                                dev->mirror(c.output(a, b), a, b), o.warmup, o.iters);
-            const double worst = max_over_ranks(comm, us.value_or(-1));
-            if (us && worst > 0) row.nccl_us = worst;
+            for (bool in_place : {false, true}) {
+              c.in_place = in_place;
+              auto us = time_nccl(comm, c, dev->mirror(c.input(a, b), a, b),
+                                  dev->mirror(c.output(a, b), a, b), o.warmup, o.iters);
+              const double worst = max_over_ranks(comm, us.value_or(-1));
+              if (us && worst > 0) (in_place ? row.nccl_ip_us : row.nccl_us) = worst;
+            }
           }
           if (rank == 0) {
             std::printf("%s", format_row(row, o.compare_mpi, o.compare_nccl).c_str());

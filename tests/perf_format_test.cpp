@@ -155,13 +155,17 @@ TEST(PerfTable, MatchesTheNcclTestsLayout) {
             std::string::npos);
   EXPECT_NE(header(true).find("#wrong  vs_mpi\n"), std::string::npos);
   // --compare nccl: raw NCCL's time over Strata's, defined on one rank where busbw is 0.
+  // Out of place, then in place (which has no Strata time here).
   r.nccl_us = 5242.88;
+  r.nccl_ip_us = 1000;
   EXPECT_EQ(format_row(r, false, true),
             "    33554432       8388608     float     sum      -1    10486    3.20    4.80      0"
-            "      N/A     N/A     N/A    N/A    0.50\n");
+            "      N/A     N/A     N/A    N/A    0.50        N/A\n");
+  r.in_place = measure(Coll::all_reduce, 4, 32u << 20, 4000);
+  EXPECT_NE(format_row(r, false, true).find("    0.50       0.25\n"), std::string::npos);
   r.nccl_us.reset();
-  EXPECT_NE(format_row(r, false, true).find("N/A    N/A     N/A\n"), std::string::npos);
-  EXPECT_NE(header(false, true).find("#wrong vs_nccl\n"), std::string::npos);
+  EXPECT_NE(format_row(r, false, true).find("     N/A       0.25\n"), std::string::npos);
+  EXPECT_NE(header(false, true).find("#wrong vs_nccl vs_nccl_ip\n"), std::string::npos);
 }
 
 TEST(PerfTable, FooterCountsWrongValuesAndAveragesBusBandwidth) {

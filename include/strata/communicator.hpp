@@ -12,6 +12,9 @@
 #include "strata/work.hpp"
 
 namespace strata {
+namespace runtime {
+struct GroupAccess;  // the library's own layers and tests reach the group behind a handle
+}
 
 /// Options for creating a communicator.
 struct CommOptions {
@@ -130,6 +133,7 @@ class Communicator {
   class Impl;
 
  private:
+  friend struct runtime::GroupAccess;
   explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<Impl> impl_;
   void* stream_ = nullptr;   // with has_stream_: on_stream()'s

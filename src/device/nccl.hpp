@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -38,10 +40,17 @@ class Nccl {
   /// `count`: one rank's block (the input's count).
   void all_gather(const void* in, void* out, size_t count, DataType dt, Stream s);
   /// Sends and receives between group_start() and group_end() go as one (all-to-all, gather).
+  /// Every call after abort() throws ErrorCode::aborted (the communicator is gone).
   void group_start();
   void group_end();
   void send(const void* in, size_t count, DataType dt, int peer, Stream s);
   void recv(void* out, size_t count, DataType dt, int peer, Stream s);
+
+  /// ncclCommSplit: collective over this communicator's ranks, each passing its `color`
+  /// (negative: takes part, gets none) and `key`, bounded by `deadline` as the constructor is.
+  /// Null for a negative color.
+  std::unique_ptr<Nccl> split(int color, int key, Clock::time_point deadline,
+                              const ErrorContext& where);
 
   /// NCCL's asynchronous error for this communicator: empty while all is well (or in progress).
   std::string async_error();
@@ -49,10 +58,12 @@ class Nccl {
   void abort();
 
  private:
+  Nccl(void* comm, const ErrorContext& where) : comm_(comm), where_(where) {}  // split()'s
   void settle(const char* call, int result);  // throws for a call that failed
+  void* live() const;                         // the communicator, unless aborted (throws)
   void* comm_ = nullptr;
   ErrorContext where_;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace strata::device

@@ -342,20 +342,29 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
   const uint64_t id = c.next_split();
   std::vector<int32_t> mine = {color, key}, all(2 * size_t(c.size));
   all_gather(buffer(mine), buffer(all)).wait();
-  if (color < 0) return Communicator();
-  // Members: ranks with my color, ordered by (key, old rank).
-  std::vector<int> members;
-  for (int r = 0; r < c.size; ++r) {
-    if (all[2 * r] == color) members.push_back(r);
+  Communicator sub;
+  ErrorContext where = c.context("split");
+  if (color >= 0) {
+    // Members: ranks with my color, ordered by (key, old rank).
+    std::vector<int> members;
+    for (int r = 0; r < c.size; ++r) {
+      if (all[2 * r] == color) members.push_back(r);
+    }
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+    const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
+    const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
+    CommOptions opts = options;
+    if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
+    sub =
+        create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, int(members.size()), opts);
+    where = sub.impl_->context("split");
   }
-  std::stable_sort(members.begin(), members.end(),
-                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
-  const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
-  const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
-  CommOptions opts = options;
-  if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
-  auto store = std::make_shared<PrefixStore>(c.store, suffix);
-  return create(store, new_rank, int(members.size()), opts);
+  // Every rank, a negative color's too: ncclCommSplit is collective over this group.
+  if (auto device = runtime::split_device(c, color, key, where); device) {
+    sub.impl_->device = std::move(device);
+  }
+  return sub;
 }
 
 Communicator Communicator::shrink(const std::vector<int>& exclude, const CommOptions& options) {

@@ -101,9 +101,11 @@ runtime::Op Communicator::Impl::next_collective(const char* op_name, int peer, B
 }
 
 Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,
-                                    size_t bytes, std::function<void(algo::Exec&)> body) {
+                                    size_t bytes, std::function<void(algo::Exec&)> body,
+                                    ErrorContext* where) {
   runtime::Op op = next_collective(op_name, peer, data, reduce);
   op.bytes = bytes;
+  if (where) *where = op.where;
   const uint64_t seq = uint64_t(op.where.seq);
   const transport::Call call{transport::call_bits(op_name, data.dtype, reduce), int32_t(peer),
                              int64_t(data.count)};

@@ -33,8 +33,22 @@ class Communicator::Impl {
   /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank)
   /// tells the op queue how soon to start it without a waiting caller. `reduce`: the ReduceOp of a
   /// reduction (for STRATA_CHECK's fingerprint), else -1.
+  /// `where`, when given, gets the call's context (its sequence number).
   Work collective(const char* op, int peer, Buffer data, int reduce, size_t bytes,
-                  std::function<void(algo::Exec&)> body);
+                  std::function<void(algo::Exec&)> body, ErrorContext* where = nullptr);
+  /// A collective the op queue does not run (a NCCL call, ordered by its stream): its context,
+  /// with the next sequence number taken.
+  ErrorContext next_call(const char* op, int peer) {
+    return next_collective(op, peer, {}, -1).where;
+  }
+  /// An operation run outside the op queue, finished by polling `step` (OpQueue::watch, which
+  /// runs `on_failure` if it fails), shown in the flight recorder as `where` with `data`'s
+  /// dtype and count.
+  Work watch(const ErrorContext& where, Buffer data, std::function<void(detail::WorkState&)> step,
+             std::function<void()> on_failure = {}) {
+    return Work(
+        queue_->watch(where, data.dtype, data.count, std::move(step), std::move(on_failure)));
+  }
   /// For arguments only this rank could check (a root's buffers), refused with `e`: runs, in
   /// the collective's place (after what is queued before it), telling every rank so (their waits
   /// fail at once, naming this one) and failing with `e`, which leaves the group unusable here
@@ -71,8 +85,8 @@ class Communicator::Impl {
   /// Deadline of this group's operations.
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// Throws (peer_failure or aborted, naming the culprit) once the group cannot complete an
-  /// operation: a peer gone, an abort. On the thread that runs the op queue (a queued op's body).
-  void check_health(const ErrorContext& where) { health_->check(where); }
+  /// operation: a peer gone, an abort. From any thread but one running the op queue.
+  void check_health(const ErrorContext& where) { queue_->check_health(where); }
 
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.
@@ -95,5 +109,12 @@ class Communicator::Impl {
   std::atomic<uint64_t> p2p_seq_{0};
   uint64_t split_seq_ = 0;
 };
+
+namespace runtime {
+/// The group behind a Communicator handle (tests of the runtime's internals).
+struct GroupAccess {
+  static Communicator::Impl& of(const Communicator& c) { return *c.impl_; }
+};
+}  // namespace runtime
 
 }  // namespace strata

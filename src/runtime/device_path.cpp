@@ -121,37 +121,56 @@ void pause(int polls) {
   for (int i = 0; i < 64; ++i) _mm_pause();
 }
 
-// Waits, on the op queue, for the GPU to finish what `event` follows: NCCL's errors, a peer's
-// death or an abort (the group's health, every few milliseconds: NCCL cannot see them) and the
-// deadline end it, aborting the NCCL communicator, whose kernels would wait for ever on a peer
-// that never comes.
-void await_gpu(Group& g, device::Nccl& n, const device::Event& event, algo::Exec& e) {
-  auto next_check = Clock::now();
-  try {
-    for (int polls = 0;; ++polls) {
-      if (event.done(e.where)) return;
-      if (const std::string err = n.async_error(); !err.empty()) {
-        throw Error(ErrorCode::transport, e.where, err);
-      }
-      const auto now = Clock::now();
-      if (now > e.deadline) {
-        throw Error(ErrorCode::timeout, e.where,
-                    "timed out waiting for NCCL's operation on the GPU (a peer that never "
-                    "called it, or a kernel that hangs); the NCCL communicator was aborted");
-      }
-      if (now >= next_check) {
-        g.check_health(e.where);
-        next_check = now + std::chrono::milliseconds(5);
-      }
-      pause(polls);
-    }
-  } catch (...) {
-    n.abort();
-    throw;
-  }
+// The Work of the NCCL calls just enqueued on `s`: the op queue watches it (OpQueue::watch), it
+// completes once the GPU passes an event recorded after them, and NCCL's asynchronous error,
+// the deadline, a peer's death or an abort fail it and abort the NCCL communicator, whose
+// kernels would wait for ever on a peer that never comes. Not queued: the stream orders NCCL's
+// calls, and the op queue's hand-off cost more than the call (H200: 2 us of 4-5 a call).
+// `source`: a send's or receive's peer, -1 for a collective. Sends and receives, which may come
+// from any thread, take no ticket (tickets follow the collectives' one issuing thread).
+Work nccl_work(Group& g, const ErrorContext& where, Buffer data, device::Stream s,
+               int source = -1) {
+  const Clock::time_point deadline = Clock::now() + g.timeout();
+  std::shared_ptr<DeviceGroup> dg = g.device;
+  std::shared_ptr<device::Event> done = dg->event(where);
+  done->record(s, where);
+  return g.watch(
+      where, data,
+      [dg, done = std::move(done), s, ticket = source < 0 ? dg->take_ticket() : 0, where, deadline,
+       source](detail::WorkState& st) {
+        if ((ticket && dg->passed(s, ticket)) || done->done(where)) {
+          if (ticket) dg->mark_passed(s, ticket);
+          st.source = source;
+          return st.complete(nullptr, Clock::now());
+        }
+        if (const std::string err = dg->nccl->async_error(); !err.empty()) {
+          throw Error(ErrorCode::transport, where, err);
+        }
+        if (Clock::now() > deadline) {
+          throw Error(ErrorCode::timeout, where,
+                      "timed out waiting for NCCL's operation on the GPU (a peer that never "
+                      "called it, or a kernel that hangs); the NCCL communicator was aborted");
+        }
+      },
+      [dg] { dg->nccl->abort(); });
 }
 
 }  // namespace
+
+std::shared_ptr<DeviceGroup> split_device(Group& parent, int color, int key,
+                                          const ErrorContext& where) {
+  const std::shared_ptr<DeviceGroup> from = parent.device;
+  if (!from || from->path != device::Path::nccl) return nullptr;
+  device::use_device(from->device, where);
+  auto nccl = from->nccl->split(color, key, Clock::now() + parent.timeout(), where);
+  if (!nccl) return nullptr;
+  auto d = std::make_shared<DeviceGroup>();
+  d->device = from->device;
+  d->path = device::Path::nccl;
+  d->own = std::make_unique<device::OwnStream>(where);
+  d->nccl = std::move(nccl);
+  return d;
+}
 
 int call_device(Group& g, const char* op, const void* a, const void* b) {
   const ErrorContext where = g.context(op);
@@ -190,16 +209,22 @@ Work device_call(Group& g, algo::Collective c, const algo::Args& a, const Placem
   const std::string refused =
       device::nccl_refuses(a.dtype, shape.reduces ? std::optional(a.op) : std::nullopt);
   if (!refused.empty()) throw Error(ErrorCode::invalid_argument, where, refused);
-  enqueue(*d.nccl, c, a, g.rank, g.size, s, where);
-  std::shared_ptr<device::Event> event = d.event(where);
-  event->record(s, where);
-  const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * size_t(g.size) : a.bytes();
-  return g.collective(shape.name.data(), shape.rooted ? a.root : -1,
-                      Buffer{const_cast<void*>(a.in), a.count, a.dtype},
-                      shape.reduces ? int(a.op) : -1, bytes,
-                      [&g, nccl = d.nccl.get(), event, dg = g.device](algo::Exec& e) {
-                        await_gpu(g, *nccl, *event, e);
-                      });
+  const int root = shape.rooted ? a.root : -1;
+  const Buffer data{const_cast<void*>(a.in), a.count, a.dtype};
+  ErrorContext call;  // its sequence number taken
+  if (config().check) {
+    // STRATA_CHECK's exchange of the call's fingerprint, on the op queue, before NCCL sees the
+    // call: a mismatch fails here, with nothing enqueued.
+    const size_t bytes = shape.chooses_by_all_blocks ? a.bytes() * size_t(g.size) : a.bytes();
+    g.collective(
+         shape.name.data(), root, data, shape.reduces ? int(a.op) : -1, bytes, [](algo::Exec&) {},
+         &call)
+        .wait();
+  } else {
+    call = g.next_call(shape.name.data(), root);
+  }
+  enqueue(*d.nccl, c, a, g.rank, g.size, s, call);
+  return nccl_work(g, call, data, s);
 }
 
 Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t tag,
@@ -223,22 +248,24 @@ Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t 
       copied->record(s, where);
       wait_event(*copied, deadline, where);
       Work sent = g.point_to_point(true, Buffer{host, b.count, b.dtype}, peer, tag);
-      return polled_work(g, [sent, pinned](detail::WorkState& st) {
+      return g.watch(where, b, [sent, pinned](detail::WorkState& st) {
         if (sent.test()) st.complete(nullptr, Clock::now());
       });
     }
     Work got = g.point_to_point(false, Buffer{host, b.count, b.dtype}, peer, tag);
-    return polled_work(g, [got, pinned, host, own, copied, b, s, where,
-                           copying = false](detail::WorkState& st) mutable {
-      if (!copying) {
-        if (!got.test()) return;
-        device::copy_async(b.data, host, b.bytes(), s, where);
-        copied->record(s, where);
-        st.source = got.source();
-        copying = true;
-      }
-      if (copied->done(where)) st.complete(nullptr, Clock::now());
-    });
+    return g.watch(where, b,
+                   [got, pinned, host, own, copied, b, s, where, dev,
+                    copying = false](detail::WorkState& st) mutable {
+                     if (!copying) {
+                       if (!got.test()) return;
+                       device::use_device(dev, where);  // the poller may be the queue's thread
+                       device::copy_async(b.data, host, b.bytes(), s, where);
+                       copied->record(s, where);
+                       st.source = got.source();
+                       copying = true;
+                     }
+                     if (copied->done(where)) st.complete(nullptr, Clock::now());
+                   });
   }
   if (tag != 0 || peer == kAnySource) {
     throw Error(ErrorCode::invalid_argument, where,
@@ -255,40 +282,7 @@ Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t 
   } else {
     nccl.recv(b.data, b.count, b.dtype, peer, s);
   }
-  auto done = std::make_shared<device::Event>(where);
-  done->record(s, where);
-  return polled_work(g, [done, dg = g.device, where, deadline, peer](detail::WorkState& st) {
-    if (done->done(where)) {
-      st.source = peer;
-      return st.complete(nullptr, Clock::now());
-    }
-    if (const std::string err = dg->nccl->async_error(); !err.empty()) {
-      throw Error(ErrorCode::transport, where, err);
-    }
-    if (Clock::now() > deadline) {
-      dg->nccl->abort();
-      throw Error(ErrorCode::timeout, where,
-                  "timed out waiting for NCCL's send or receive on the GPU (a peer that never "
-                  "called its side); the NCCL communicator was aborted");
-    }
-  });
-}
-
-Work polled_work(Group& g, std::function<void(detail::WorkState&)> step) {
-  auto st = std::make_shared<detail::WorkState>();
-  st->default_timeout = g.timeout();
-  st->mark_running(Clock::now());
-  st->poll = [self = st.get(), step = std::move(step), mu = std::make_shared<std::mutex>()] {
-    std::lock_guard<std::mutex> l(*mu);
-    if (self->finished()) return true;
-    try {
-      step(*self);
-    } catch (...) {
-      self->complete(std::current_exception(), Clock::now());
-    }
-    return self->finished();
-  };
-  return Work(st);
+  return nccl_work(g, where, b, s, peer);
 }
 
 void wait_event(const device::Event& e, Clock::time_point deadline, const ErrorContext& where) {
@@ -299,6 +293,22 @@ void wait_event(const device::Event& e, Clock::time_point deadline, const ErrorC
     }
     pause(polls);
   }
+}
+
+bool DeviceGroup::passed(device::Stream s, uint64_t ticket) {
+  std::lock_guard<std::mutex> l(passed_mu_);
+  for (const auto& [stream, latest] : passed_) {
+    if (stream == s) return ticket <= latest;
+  }
+  return false;
+}
+
+void DeviceGroup::mark_passed(device::Stream s, uint64_t ticket) {
+  std::lock_guard<std::mutex> l(passed_mu_);
+  for (auto& [stream, latest] : passed_) {
+    if (stream == s) return void(latest = std::max(latest, ticket));
+  }
+  passed_.emplace_back(s, ticket);
 }
 
 std::shared_ptr<device::Event> DeviceGroup::event(const ErrorContext& where) {

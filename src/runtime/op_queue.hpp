@@ -9,11 +9,14 @@
 // before it fires, and work nobody waits for starts after that delay: STRATA_PROGRESS_DELAY_US
 // (default 50 us) for operations of 1 MiB and more, whose overlap with compute matters, and 2 ms
 // for smaller ones, which are latency-bound and almost always waited on at once (a tight loop of
-// small calls then sees one wake-up per 2 ms instead of one per call). Idle, the thread sleeps in
-// epoll, waking every 250 ms to look back (CallCheck::look_back: answer the peers' questions
-// about past calls, look for their messages nobody took), a few microseconds each. A small
-// all-reduce may bypass the queue altogether when the op queue is idle (try_claim;
-// runtime/immediate.cpp).
+// small calls then sees one wake-up per 2 ms instead of one per call; a caller that drives
+// leaves such a timer armed rather than pay two system calls to disarm and re-arm it). Idle, the
+// thread sleeps in epoll, waking every 250 ms to look back (CallCheck::look_back: answer the
+// peers' questions about past calls, look for their messages nobody took), a few microseconds
+// each. A small all-reduce may bypass the queue altogether when the op queue is idle (try_claim;
+// runtime/immediate.cpp). Operations that something else orders (NCCL calls, by their CUDA
+// stream) are not queued but watched (watch()): polled by their waiters, and by the thread every
+// 2 ms while any is outstanding.
 #pragma once
 
 #include <atomic>
@@ -75,6 +78,19 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// rest of it, `op` (op.run, where, sizes), goes to the front of the queue with the deadline
   /// counted from `started`; whoever drives next finishes it. Returns its work state.
   std::shared_ptr<detail::WorkState> finish_later(Op op, Clock::time_point started);
+  /// An operation that runs outside the queue, ordered by something else (a NCCL call, by its
+  /// CUDA stream), and is finished by polling: `step` completes the state once the operation is
+  /// done, or throws, failing it. Recorded as running from now. Whoever waits on or tests its
+  /// Work polls it, and the progress thread every kWatchInterval while any is outstanding, so
+  /// that callbacks fire and deadlines hold when nobody waits. The group's health is checked
+  /// every few milliseconds meanwhile; `on_failure` runs once if the operation fails. Returns
+  /// its work state.
+  std::shared_ptr<detail::WorkState> watch(const ErrorContext& where, DataType dtype, size_t count,
+                                           std::function<void(detail::WorkState&)> step,
+                                           std::function<void()> on_failure = {});
+  /// From any thread: throws the group's failure (a peer's death or abort) as an Error at
+  /// `where`; reads the failure channel when no other thread holds the transport.
+  void check_health(const ErrorContext& where);
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// Operations finished so far (done or failed, queued or immediate): Work::wait() reads
   /// whether the group progresses.
@@ -98,8 +114,15 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void disarm_kick();           // a caller drives: the thread may sleep on
   void kick_if_work_left();     // after drive(): what it left, the thread runs
   void sleep_until_kicked(int epoll_fd, int timeout_ms);  // the progress thread, unlocked
+  // Polls the watched operations in issue order up to the first still running; returns the
+  // progress thread's longest sleep: kWatchInterval while any is outstanding, else `idle_ms`.
+  int poll_watched(int idle_ms);
+  static constexpr auto kWatchInterval = std::chrono::milliseconds(2);
+  static constexpr auto kHealthInterval = std::chrono::milliseconds(5);  // of a watched op's group
   static constexpr size_t kLargeOp = 1u << 20;  // from here the kick comes after progress_delay
-  void sleep_locked(Clock::time_point until);   // sleeps on the network unless work is queued
+  // disarm_kick() leaves a timer due later than this armed (a small op's, 2 ms after its submit).
+  static constexpr std::chrono::nanoseconds kKeptKick = std::chrono::milliseconds(1);
+  void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
   void stop_thread();
   std::shared_ptr<detail::WorkState> new_work();
@@ -118,7 +141,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   std::mutex exec_mu_;  // owner of the transport (taken untimed or by polling)
   std::mutex queue_mu_;
   std::deque<Op> queue_;
-  std::list<Op> p2p_pending_;           // guarded by exec_mu_
+  std::list<Op> p2p_pending_;  // guarded by exec_mu_
+  std::mutex watched_mu_;
+  std::deque<std::shared_ptr<detail::WorkState>> watched_;  // watch()'s, oldest first
   std::string broken_;                  // first fatal error; guarded by exec_mu_
   bool reported_peer_failure_ = false;  // the flight record went out once; guarded by exec_mu_
   std::atomic<bool> stop_{false};

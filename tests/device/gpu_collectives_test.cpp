@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "device/nccl.hpp"
+#include "runtime/communicator_impl.hpp"
 #include "tests/device/gpu.hpp"
 #include "tests/mp/mp.hpp"
 
@@ -173,6 +174,39 @@ TEST(GpuCollectives, SendAndReceiveAroundTheRing) {
   s.wait();
   r.wait();
   EXPECT_EQ(mp::compare(gpu::down(out, n * 4).data(), pattern(dt, n, prev).data(), dt, n), "");
+}
+
+// On NCCL a split group's NCCL communicator comes from its parent's by ncclCommSplit, made
+// with the group (a rank passing a negative color takes part and gets nothing); staged groups
+// set up at their first device call. Values against the members' inputs either way.
+TEST(GpuCollectives, SplitGroupsTakeTheirNcclFromTheParent) {
+  STRATA_NEED_GPU();
+  auto& w = mp::world();
+  const size_t n = 1031;
+  const DataType dt = DataType::f32;
+  gpu::DeviceMemory in(n * 4), out(n * 4);
+  gpu::up(in, pattern(dt, n, w.rank()));
+  w.all_reduce(in.view(dt, n), out.view(dt, n), ReduceOp::sum).wait();  // the path set up
+  auto check = [&](Communicator& sub, const std::vector<int>& members) {
+    EXPECT_EQ(bool(runtime::GroupAccess::of(sub).device), on_nccl()) << sub.name();
+    sub.all_reduce(in.view(dt, n), out.view(dt, n), ReduceOp::sum).wait();
+    std::vector<float> want(n, 0.0f);
+    for (int r : members) {
+      for (size_t i = 0; i < n; ++i) want[i] += float(mp::pattern(r, i));
+    }
+    EXPECT_EQ(mp::compare(gpu::down(out, n * 4).data(), want.data(), dt, n), "") << sub.name();
+  };
+  std::vector<int> same_parity, all_but_0;
+  for (int r = 0; r < w.size(); ++r) {
+    if (r % 2 == w.rank() % 2) same_parity.push_back(r);
+    if (r != 0) all_but_0.push_back(r);
+  }
+  Communicator half = w.split(w.rank() % 2, w.rank());
+  check(half, same_parity);
+  Communicator without_0 = w.split(w.rank() == 0 ? -1 : 0, 0);
+  EXPECT_EQ(bool(without_0), w.rank() != 0);
+  if (without_0) check(without_0, all_but_0);
+  w.barrier().wait();
 }
 
 }  // namespace

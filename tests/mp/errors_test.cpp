@@ -7,22 +7,9 @@
 #include "mp.hpp"
 
 using namespace strata;
+using mp::expect_error;
 
 namespace {
-
-// Runs `call`, expects a strata::Error of `code` whose message contains every piece of `parts`.
-template <typename F>
-void expect_error(F call, ErrorCode code, std::vector<std::string> parts) {
-  try {
-    call();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(int(e.code()), int(code)) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message lacks '" << p << "': " << e.what();
-  }
-}
 
 std::string on_rank() {
   return "on rank " + std::to_string(mp::world().rank()) + " of group world";

@@ -44,6 +44,21 @@ std::string compare(const void* got, const void* want, strata::DataType dt, size
 /// True when every rank of `comm` holds the same bytes (hash all-gathered and compared).
 bool identical_on_all_ranks(strata::Communicator& comm, const void* data, size_t bytes);
 
+/// Runs `call`, expects a strata::Error of `code` whose message contains every piece of `parts`.
+template <typename F>
+void expect_error(F call, strata::ErrorCode code, const std::vector<std::string>& parts) {
+  try {
+    call();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const strata::Error& e) {
+    EXPECT_EQ(int(e.code()), int(code)) << e.what();
+    for (const auto& p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message lacks '" << p << "': " << e.what();
+    }
+  }
+}
+
 inline const std::vector<strata::DataType>& all_dtypes() {
   using strata::DataType;
   static const std::vector<DataType> v = {DataType::f32,  DataType::f64, DataType::f16,

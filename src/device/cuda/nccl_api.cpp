@@ -31,6 +31,7 @@ Loaded load() {
   NcclApi& a = l.api;
   get(a.get_unique_id, "ncclGetUniqueId");
   get(a.comm_init_rank, "ncclCommInitRank");
+  get(a.comm_split, "ncclCommSplit");
   get(a.comm_destroy, "ncclCommDestroy");
   get(a.comm_abort, "ncclCommAbort");
   get(a.comm_get_async_error, "ncclCommGetAsyncError");

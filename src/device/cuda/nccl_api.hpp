@@ -13,6 +13,7 @@ namespace strata::device {
 struct NcclApi {
   decltype(&ncclGetUniqueId) get_unique_id;
   decltype(&ncclCommInitRank) comm_init_rank;
+  decltype(&ncclCommSplit) comm_split;
   decltype(&ncclCommDestroy) comm_destroy;
   decltype(&ncclCommAbort) comm_abort;
   decltype(&ncclCommGetAsyncError) comm_get_async_error;

@@ -44,6 +44,10 @@ void Nccl::group_start() { refuse(where_); }
 void Nccl::group_end() { refuse(where_); }
 void Nccl::send(const void*, size_t, DataType, int, Stream) { refuse(where_); }
 void Nccl::recv(void*, size_t, DataType, int, Stream) { refuse(where_); }
+std::unique_ptr<Nccl> Nccl::split(int, int, Clock::time_point, const ErrorContext& where) {
+  refuse(where);
+  return nullptr;
+}
 std::string Nccl::async_error() { return {}; }
 void Nccl::abort() {}
 void Nccl::settle(const char*, int) {}
