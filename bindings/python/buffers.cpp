@@ -2,9 +2,10 @@
 //
 // Any object exporting DLPack (__dlpack__: numpy, torch, jax, cupy...) or the buffer protocol
 // (numpy, bytearray, memoryview) is accepted, but only as it is: nanobind is never allowed to
-// convert, so the collective reads and writes the caller's own memory. Whatever cannot be used
-// that way (non-contiguous, unsupported dtype, read-only output, device memory) raises TypeError
-// here, before the operation is issued.
+// convert, so the collective reads and writes the caller's own memory. CPU memory and CUDA device
+// memory are taken (the latter goes by the device path, docs/device.md); whatever cannot be used
+// that way (non-contiguous, unsupported dtype, read-only output, another device's memory) raises
+// TypeError here, before the operation is issued.
 #include <array>
 #include <sstream>
 
@@ -106,8 +107,10 @@ std::string tuple_text(const int64_t* v, size_t n) {
   return o.str();
 }
 
-// DLPack device types that are ordinary host memory (kDLCPU, kDLCUDAHost pinned memory).
+// DLPack device types that are ordinary host memory (kDLCPU, kDLCUDAHost pinned memory), and
+// CUDA device memory (kDLCUDA).
 bool is_host(int device_type) { return device_type == 1 || device_type == 3; }
+constexpr int kDLCUDA = 2;
 
 }  // namespace
 
@@ -144,10 +147,10 @@ Buffer Buffers::output(nb::handle obj, const char* what) {
 
 Buffer Buffers::view(const Held& a, nb::handle obj, const char* what) {
   const std::string where = "strata." + std::string(op_) + ": " + what;
-  if (!is_host(a.device_type())) {
-    throw nb::type_error((where + " lives in device memory (DLPack device type " +
+  if (!is_host(a.device_type()) && a.device_type() != kDLCUDA) {
+    throw nb::type_error((where + " lives in device memory of DLPack device type " +
                           std::to_string(a.device_type()) +
-                          "); the Python binding takes CPU memory only")
+                          "; Strata takes CPU memory and CUDA device memory (type 2)")
                              .c_str());
   }
   const auto dt = a.dtype();
@@ -179,7 +182,8 @@ Buffer Buffers::view(const Held& a, nb::handle obj, const char* what) {
     }
   }
   held_.push_back(a);
-  return Buffer{const_cast<void*>(a.data()), count, entry->type, MemoryKind::host};
+  return Buffer{const_cast<void*>(a.data()), count, entry->type,
+                a.device_type() == kDLCUDA ? MemoryKind::cuda : MemoryKind::host};
 }
 
 ReduceOp parse_op(nb::handle op) {

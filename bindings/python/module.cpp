@@ -198,6 +198,25 @@ void register_communicator(nb::module_& m) {
            "that every rank issues them in one order); another thread's are refused with code "
            "'invalid_argument'. Hands the issuing to the calling thread: call it on every rank at "
            "the same point, with nothing being issued meanwhile.")
+      .def(
+          "on_stream",
+          [](const Communicator& c, nb::handle stream) {
+            // A torch.cuda.Stream (or anything with .cuda_stream), or the handle as an int.
+            nb::handle h = nb::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
+            uintptr_t handle = 0;
+            if (!nb::try_cast(h, handle, /*convert=*/false)) {
+              throw nb::type_error(("strata.on_stream: stream must be a cudaStream_t as an int "
+                                    "or an object with .cuda_stream (torch.cuda.Stream), not " +
+                                    std::string(nb::type_name(stream.type()).c_str()))
+                                       .c_str());
+            }
+            return c.on_stream(reinterpret_cast<void*>(handle));
+          },
+          "stream"_a,
+          "This communicator with its calls on CUDA tensors ordered on `stream` (a "
+          "torch.cuda.Stream, or a cudaStream_t as an int; 0 is the legacy default stream) "
+          "instead of the communicator's own, as NCCL orders them (docs/device.md). Host calls "
+          "are unaffected; the copy shares this group.")
       .def("flight_record", &Communicator::flight_record,
            "The last operations of this communicator as a table (for debugging hangs).")
       .def("job_topology", &gather_job_topology,

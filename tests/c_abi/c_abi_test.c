@@ -10,15 +10,7 @@
 
 static int rank, nranks;
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    strataResult_t r_ = (call);                                                          \
-    if (r_ != strataSuccess) {                                                           \
-      fprintf(stderr, "rank %d: %s:%d: %s -> %s: %s\n", rank, __FILE__, __LINE__, #call, \
-              strataGetErrorString(r_), strataGetLastError());                           \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
+#include "check.h"
 
 #define EXPECT(cond, ...)                                                                \
   do {                                                                                   \
