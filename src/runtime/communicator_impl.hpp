@@ -80,7 +80,7 @@ class Communicator::Impl {
   /// another thread's are refused (runtime/calls.cpp, README "Threads").
   std::atomic<int> issuer{0};
   /// The device path's state, made by the first device collective (runtime/device_path.hpp).
-  /// Shared with the queued device calls, which may outlive it in the op queue.
+  /// Shared with the watched NCCL calls and staged receives, which may outlive the group.
   std::shared_ptr<runtime::DeviceGroup> device;
   /// Deadline of this group's operations.
   std::chrono::milliseconds timeout() const { return timeout_; }
