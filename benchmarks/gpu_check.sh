@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The device path's checks on a GPU machine (docs/device.md): the gpu tests on 1 rank (NCCL) and
-# 2 and 4 ranks sharing the GPU (staged), then strata-perf --device cuda against raw NCCL on one
-# rank and the staged path against the host path on two.
-# Usage: benchmarks/gpu_check.sh BIN_DIR OUT_DIR   (BIN_DIR holds strata-run, strata-perf and
-# strata_device_tests; OUT_DIR gets one log per step)
+# 2 and 4 ranks sharing the GPU (staged), the C ABI's on 1 and 2, then strata-perf --device cuda
+# against raw NCCL on one rank and the staged path against the host path on two.
+# Usage: benchmarks/gpu_check.sh BIN_DIR OUT_DIR   (BIN_DIR holds strata-run, strata-perf,
+# strata_device_tests and c_abi_gpu_test; OUT_DIR gets one log per step)
 set -u
 bin=$1 out=$2
 mkdir -p "$out"
@@ -14,6 +14,11 @@ for np in 1 2 4; do
     >"$out/tests_np$np.log" 2>&1
   echo "tests np$np: exit $? $(grep -cE '^\[       OK' "$out/tests_np$np.log") ok," \
     "$(grep -E '^\[  FAILED  \].*\(' "$out/tests_np$np.log" | wc -l) failed"
+done
+for np in 1 2; do  # the C ABI on CUDA memory, where it was built
+  [ -x "$bin/c_abi_gpu_test" ] || break
+  timeout 100 "$bin/strata-run" -n $np --timeout 90 "$bin/c_abi_gpu_test" >"$out/c_abi_np$np.log" 2>&1
+  echo "c abi np$np: exit $?"
 done
 perf() {  # LOG NP ARGS...: strata-perf's table, checked element by element
   local log=$1 np=$2
