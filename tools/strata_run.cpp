@@ -2,9 +2,11 @@
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, STRATA_STORE_PORT and
 // STRATA_JOB_TOKEN set.
 // If any rank fails, the others are stopped (SIGTERM, then SIGKILL; with --keep-going they are
-// not) and the launcher fails too; --timeout bounds the whole job.
+// not, and strata-store, not rank 0, serves the job's store); --timeout bounds the whole job.
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,7 +33,8 @@ constexpr const char* kHelp =
     "MASTER_PORT; from_env's takes STRATA_STORE_PORT, a second free port (unless it is set),\n"
     "so one job may use both. When a rank exits with a non-zero status the others get SIGTERM,\n"
     "SIGKILL 3 s later, and strata-run exits with that rank's status (with --keep-going the\n"
-    "others run on, as islands that survive losing one need: docs/beyond-one-cluster.md).\n"
+    "others run on, as islands that survive losing one need: docs/beyond-one-cluster.md; the\n"
+    "job's store is then served by strata-store, started beside the ranks, not by rank 0).\n"
     "\n"
     "  -n, -np N          number of ranks to start (required, >= 1)\n"
     "  --addr ADDRESS     MASTER_ADDR given to the ranks (default 127.0.0.1)\n"
@@ -95,6 +98,48 @@ std::string token() {
 
 std::vector<pid_t> g_children;
 
+// Starts strata-store (found beside this program) on addr:port and waits for it to listen, so
+// that the job's store outlives every rank. -1 when there is none beside it (rank 0 then serves,
+// as without --keep-going).
+pid_t start_store(const std::string& addr, const std::string& port, const std::string& tok) {
+  char self[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string path = len > 0 ? std::string(self, size_t(len)) : "";
+  path = path.substr(0, path.rfind('/') + 1) + "strata-store";
+  if (len <= 0 || ::access(path.c_str(), X_OK) != 0) {
+    std::fprintf(stderr,
+                 "strata-run: no strata-store beside strata-run; rank 0 serves the job's store, "
+                 "so losing rank 0 ends the job\n");
+    return -1;
+  }
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::perror("strata-run: pipe");
+    std::exit(1);
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlives the launcher
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::setenv("STRATA_JOB_TOKEN", tok.c_str(), 1);
+    ::execl(path.c_str(), path.c_str(), "--addr", addr.c_str(), "--port", port.c_str(), nullptr);
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  pollfd p{fds[0], POLLIN, 0};
+  char line[16] = {};
+  const bool ready = ::poll(&p, 1, 10000) == 1 && ::read(fds[0], line, sizeof line - 1) > 0;
+  ::close(fds[0]);
+  if (!ready) {
+    std::fprintf(stderr, "strata-run: %s did not come up on %s:%s within 10 s\n", path.c_str(),
+                 addr.c_str(), port.c_str());
+    ::kill(pid, SIGKILL);
+    std::exit(1);
+  }
+  return pid;
+}
+
 void stop_all(int sig) {
   for (pid_t p : g_children) {
     if (p > 0) ::kill(p, sig);
@@ -152,6 +197,7 @@ int main(int argc, char** argv) {
 
   ::signal(SIGINT, on_signal);
   ::signal(SIGTERM, on_signal);
+  pid_t store = keep_going ? start_store(addr, store_port, tok) : -1;
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -163,6 +209,7 @@ int main(int argc, char** argv) {
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("STRATA_JOB_TOKEN", tok.c_str(), 1);
       ::setenv("STRATA_STORE_PORT", store_port.c_str(), 1);
+      if (store > 0) ::setenv("STRATA_STORE_OUTSIDE", "1", 1);
       ::execvp(argv[i], argv + i);
       std::fprintf(stderr, "strata-run: cannot run %s: %s\n", argv[i], std::strerror(errno));
       std::_Exit(127);
@@ -177,6 +224,12 @@ int main(int argc, char** argv) {
   while (alive > 0) {
     int st = 0;
     pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0 && pid == store) {
+      std::fprintf(stderr, "strata-run: strata-store (pid %d) ended; the job has no store now\n",
+                   int(pid));
+      store = -1;
+      continue;
+    }
     if (pid > 0) {
       int rank = -1;
       for (size_t k = 0; k < g_children.size(); ++k) {
@@ -212,6 +265,10 @@ int main(int argc, char** argv) {
     }
     if (stopping && now > stop_time) stop_all(SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (store > 0) {
+    ::kill(store, SIGTERM);
+    ::waitpid(store, nullptr, 0);
   }
   return status_out;
 }

@@ -198,16 +198,16 @@ void print_step(const StepReport& s, const TrainOptions& o) {
 }  // namespace
 
 int run_train(strata::Communicator& world, const CharCorpus& data, const RunOptions& r) {
-  const bool lead = world.rank() == 0;
   const int ranks = training_ranks(r.train, world.size());
   TrainOptions o = r.train;
   Trainer t(world, data, o);
+  auto lead = [&t] { return t.leads(); };  // moves to the next island when island 0 is lost
   if (!r.resume.empty()) {
     t.load(r.resume);
-    if (lead) std::printf("resumed from %s at step %d\n", r.resume.c_str(), t.steps_done());
+    if (lead()) std::printf("resumed from %s at step %d\n", r.resume.c_str(), t.steps_done());
   }
   const Config& c = o.model;
-  if (lead)
+  if (lead())
     std::printf(
         "strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
         "global batch %d x %d tokens, %d micro-batches, %d steps\n",
@@ -219,13 +219,13 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   auto validate = [&](int step) {
     const float v = t.evaluate(r.eval_batches);
     val_curve.emplace_back(step, v);
-    if (lead) std::printf("step %5d  val loss %.4f\n", step, v);
+    if (lead()) std::printf("step %5d  val loss %.4f\n", step, v);
   };
   while (t.steps_done() < o.steps) {
     const StepReport s = t.step();
     steps.push_back(s);
     train_curve.emplace_back(s.step, s.loss);
-    if (lead && !r.quiet) print_step(s, o);
+    if (lead() && !r.quiet) print_step(s, o);
     const int done = t.steps_done();
     if (r.eval_every > 0 && (done % r.eval_every == 0 || done == o.steps)) validate(done);
     if (!r.save.empty() && ((r.save_every > 0 && done % r.save_every == 0) || done == o.steps))
@@ -234,16 +234,16 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   std::string text;
   if (r.sample_chars > 0) {
     text = t.sample("ROMEO:\n", r.sample_chars, 0.8f, o.seed);
-    if (lead) std::printf("--- sample ---\nROMEO:\n%s\n--------------\n", text.c_str());
+    if (lead()) std::printf("--- sample ---\nROMEO:\n%s\n--------------\n", text.c_str());
   }
-  if (lead && !r.plot.empty()) {
+  if (lead() && !r.plot.empty()) {
     const std::string title = "strata-gpt: " + std::to_string(c.num_params()) + " parameters, " +
                               std::to_string(ranks) + " ranks, stage " + std::to_string(o.stage);
     if (!write_loss_plot(r.plot, title, train_curve, val_curve))
       throw std::runtime_error("cannot write " + r.plot);
     std::printf("loss curve: %s\n", r.plot.c_str());
   }
-  if (lead && !r.json.empty())
+  if (lead() && !r.json.empty())
     write_json(r.json, r, ranks, t.engine().memory(), t.activation_bytes(), steps, val_curve, text);
   return 0;
 }

@@ -113,7 +113,7 @@ class DiLoCo {
   /// The islands training now, by index (those at the start 0..K-1, joiners K, K+1, ...), in
   /// `across` order.
   const std::vector<int>& islands_left() const;
-  /// This island's index in islands_left().
+  /// This island's index (one of islands_left()).
   int island_index() const;
   /// Inner steps taken (a joiner counts from the running islands' count).
   int64_t inner_steps() const;

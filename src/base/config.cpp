@@ -47,6 +47,7 @@ Config load() {
   c.algo = text("STRATA_ALGO");
   c.store_addr = text("STRATA_STORE_ADDR");
   c.store_port = int(number("STRATA_STORE_PORT", -1, 0, 65535));  // -1: unset
+  c.store_outside = number("STRATA_STORE_OUTSIDE", 0, 0, 1) != 0;
   c.shm = number("STRATA_SHM", 1, 0, 1) != 0;
   c.shm_chunk_bytes = size_t(number("STRATA_SHM_CHUNK", 256 * 1024, 4096, 1 << 30));
   c.shm_depth = int(number("STRATA_SHM_DEPTH", 4, 2, 64));

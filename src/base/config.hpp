@@ -14,9 +14,10 @@ struct Config {
   std::chrono::microseconds spin{20000};         ///< STRATA_SPIN_US: see spin_policy.hpp
   std::chrono::microseconds progress_delay{50};  ///< STRATA_PROGRESS_DELAY_US (see engine.hpp)
   std::string algo;                              ///< STRATA_ALGO: forced algorithms (see docs)
-  std::string store_addr;               ///< STRATA_STORE_ADDR: address rank 0's store binds
-  int store_port = -1;                  ///< STRATA_STORE_PORT: from_env's store port (-1: unset)
-  bool shm = true;                      ///< STRATA_SHM=0 disables the shared-memory path
+  std::string store_addr;      ///< STRATA_STORE_ADDR: address rank 0's store binds
+  int store_port = -1;         ///< STRATA_STORE_PORT: from_env's store port (-1: unset)
+  bool store_outside = false;  ///< STRATA_STORE_OUTSIDE=1: strata-store serves it, not rank 0
+  bool shm = true;             ///< STRATA_SHM=0 disables the shared-memory path
   size_t shm_chunk_bytes = 256 * 1024;  ///< STRATA_SHM_CHUNK: bytes per staging buffer
   int shm_depth = 4;                    ///< STRATA_SHM_DEPTH: staging buffers per rank
   ShmWriteMode shm_write_mode = ShmWriteMode::learn;  ///< STRATA_SHM_WRITE_MODE (see above)

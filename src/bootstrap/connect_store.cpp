@@ -57,7 +57,7 @@ std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
   o.token = env.token;
   o.connect_timeout = config().timeout;  // rank 0 may start late, but not later than any deadline
   std::unique_ptr<TcpStoreServer> server;
-  if (env.rank == 0) {
+  if (env.rank == 0 && !config().store_outside) {
     try {
       server = std::make_unique<TcpStoreServer>(o);
     } catch (const Error& e) {
@@ -70,7 +70,7 @@ std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
     o.port = server->port();  // MASTER_PORT=0 lets a one-rank job pick any free port
   }
   STRATA_LOG(INFO, "INIT") << "env bootstrap: store at " << o.host << ":" << o.port;
-  return make_job_store(std::move(server), o);
+  return make_job_store(std::move(server), o, config().store_outside);
 }
 
 }  // namespace

@@ -14,28 +14,32 @@ namespace strata::bootstrap {
 namespace {
 
 // Under from_env the store is served by rank 0, so a store that goes away or never comes up
-// means rank 0 went away: say so (peer 0), since that is the process to look at.
+// means rank 0 went away: say so (peer 0), since that is the process to look at. Served outside
+// the job (strata-store), it names that server instead.
 template <typename F>
-auto blame_rank0(F&& f) {
+auto blame_server(bool outside, F&& f) {
   try {
     return f();
   } catch (const Error& e) {
     const bool unreachable = e.code() == ErrorCode::timeout && e.where().op == "store.connect";
     if (e.code() != ErrorCode::peer_failure && !unreachable) throw;
     ErrorContext w = e.where();
-    w.peer = 0;
+    w.peer = outside ? -1 : 0;
     throw Error(ErrorCode::peer_failure, w,
-                std::string("the job's store, served by rank 0, is gone or was never up (did "
-                            "rank 0 die?): ") +
+                std::string(outside ? "the job's store, served outside the job by strata-store, "
+                                      "is gone or was never up: "
+                                    : "the job's store, served by rank 0, is gone or was never up "
+                                      "(did rank 0 die?): ") +
                     e.what());
   }
 }
 
 class JobStore final : public Store {
  public:
-  JobStore(std::unique_ptr<TcpStoreServer> server, const TcpStoreOptions& client)
-      : server_(std::move(server)),
-        client_(blame_rank0([&] { return std::make_unique<TcpStore>(client); })),
+  JobStore(std::unique_ptr<TcpStoreServer> server, const TcpStoreOptions& client, bool outside)
+      : outside_(outside),
+        server_(std::move(server)),
+        client_(blame_server(outside_, [&] { return std::make_unique<TcpStore>(client); })),
         claims_(client.host + ":" + std::to_string(client.port)) {
     if (server_) {
       server_->on_counter([this](const std::string& k, int64_t v) { claims_.counted(k, v); });
@@ -52,31 +56,32 @@ class JobStore final : public Store {
     }
   }
   void set(const std::string& k, const Bytes& v) override {
-    blame_rank0([&] { client_->set(k, v); });
+    blame_server(outside_, [&] { client_->set(k, v); });
   }
   Bytes get(const std::string& k, std::chrono::milliseconds t) override {
-    return blame_rank0([&] { return client_->get(k, t); });
+    return blame_server(outside_, [&] { return client_->get(k, t); });
   }
   int64_t add(const std::string& k, int64_t d) override {
-    return blame_rank0([&] { return client_->add(k, d); });
+    return blame_server(outside_, [&] { return client_->add(k, d); });
   }
   void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override {
-    blame_rank0([&] { client_->wait(k, t); });
+    blame_server(outside_, [&] { client_->wait(k, t); });
   }
   bool set_when_gone(const std::string& k, const Bytes& v) override {
-    return blame_rank0([&] { return client_->set_when_gone(k, v); });
+    return blame_server(outside_, [&] { return client_->set_when_gone(k, v); });
   }
   void erase(const std::string& k) override {
-    blame_rank0([&] { client_->erase(k); });
+    blame_server(outside_, [&] { client_->erase(k); });
   }
   std::string local_address() override {
-    return blame_rank0([&] { return client_->local_address(); });
+    return blame_server(outside_, [&] { return client_->local_address(); });
   }
 
   ClaimConflict& claims() { return claims_; }
   bool serves() const { return server_ != nullptr; }
 
  private:
+  const bool outside_;
   std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client
   std::unique_ptr<TcpStore> client_;
   ClaimConflict claims_;
@@ -85,8 +90,8 @@ class JobStore final : public Store {
 }  // namespace
 
 std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
-                                      const TcpStoreOptions& client) {
-  return std::make_shared<JobStore>(std::move(server), client);
+                                      const TcpStoreOptions& client, bool outside) {
+  return std::make_shared<JobStore>(std::move(server), client, outside);
 }
 
 std::string on_claim_conflict(Store& store, std::function<void(const std::string&)> f) {

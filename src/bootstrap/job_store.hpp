@@ -13,9 +13,11 @@ namespace strata::bootstrap {
 /// A store over a client of `client`'s address. `server` (may be null) is kept running until
 /// this store is destroyed and then, for at most 2 s, until the other clients have disconnected:
 /// a server that fails because another rank died must let the others see that rank's absence,
-/// not the store's. Errors of an unreachable or vanished server name peer 0, the server's rank.
+/// not the store's. Errors of an unreachable or vanished server name peer 0, the server's rank,
+/// unless `outside`: then a process outside the job serves it (strata-store, which strata-run
+/// --keep-going starts, so that the job outlives rank 0) and the errors name no rank.
 std::shared_ptr<Store> make_job_store(std::unique_ptr<TcpStoreServer> server,
-                                      const TcpStoreOptions& client);
+                                      const TcpStoreOptions& client, bool outside = false);
 
 /// When this process serves `store` (a job store): calls `f(why)` on the store's thread, once, when
 /// a rank of the job is claimed by a second process (claim_conflict.hpp), or returns that `why`

@@ -283,6 +283,13 @@ Trainer::~Trainer() = default;
 
 int Trainer::steps_done() const { return int(impl_->engine.steps_done()); }
 
+bool Trainer::leads() const {
+  const Impl& I = *impl_;
+  // A joining island is a job of its own: its first rank reports there.
+  return I.metrics.rank() == 0 && (!I.diloco || !I.o.join.empty() ||
+                                   I.diloco->island_index() == I.diloco->islands_left().front());
+}
+
 std::string Trainer::sample(const std::string& prompt, int n, float temperature, uint64_t seed) {
   Impl& I = *impl_;
   const Config& c = I.o.model;

@@ -150,6 +150,10 @@ class Trainer {
   /// its share of every batch and the islands' losses are averaged).
   float evaluate(int batches);
   int steps_done() const;
+  /// Whether this rank reports for the job: the first rank of the first island training (job rank
+  /// 0 until its island is lost; then the first rank of the next island left; a joining island's
+  /// first rank in its own job).
+  bool leads() const;
   /// Continues `prompt` by `n` characters, sampling at `temperature` (collective in stage 3).
   std::string sample(const std::string& prompt, int n, float temperature, uint64_t seed);
 
