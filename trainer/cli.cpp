@@ -272,9 +272,10 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   if (t.offload.params && (t.stage != 3 || t.offload.optimizer_dir.empty()))
     throw std::invalid_argument(
         "--offload-params needs --stage 3 and --offload-optimizer disk:DIR");
-  if (t.outer_every > 0 && (!r.save.empty() || !r.resume.empty()))
+  if (!t.join.empty() && (!r.save.empty() || !r.resume.empty()))
     throw std::invalid_argument(
-        "--save and --resume with DiLoCo (--islands, --outer-every): not built yet");
+        "--save and --resume with --join: a joining island takes its state from the running "
+        "islands, which save it");
   // A fixed warm-up would leave a short run still warming up at its end.
   if (!warmup_given) t.warmup = std::max(1, t.steps / 10);
   if (c.embd % c.heads != 0)

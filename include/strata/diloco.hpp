@@ -79,6 +79,13 @@ struct OuterStats {
   std::vector<int> joined_islands;      ///< islands admitted (DiLoCo::join), in that order
 };
 
+/// What a checkpoint keeps of the outer optimizer on one rank: its shard (shard space) of the
+/// snapshot and of the outer momentum, the same on every island, and the inner steps taken.
+struct OuterState {
+  std::vector<float> snapshot, momentum;
+  int64_t inner_steps = 0;
+};
+
 /// DiLoCo's outer optimizer over a ZeroEngine. Each rank works on its engine's shard space
 /// (ZeroEngine::shard_params), fragment by fragment: pseudo-gradient = snapshot - now, averaged
 /// over `across`; momentum = mu momentum + it; new = snapshot - lr (it + mu momentum)
@@ -107,6 +114,13 @@ class DiLoCo {
   bool after_inner_step();
   /// Applies the exchange in flight now (before reading the parameters at the end of training).
   void flush();
+  /// Collective over `across` (it flushes first, so that no exchange is in flight): this rank's
+  /// outer state, for a checkpoint. With the engine's own state it is all an island resumes from.
+  OuterState state();
+  /// Replaces this rank's outer state with one state() returned under the same layout (after the
+  /// constructor, with the engine's state loaded beside it). Throws strata::Error
+  /// (invalid_argument) naming the sizes when the shard's differ.
+  void set_state(OuterState s);
   /// Collective over the islands left: `values` averaged over them, element by element (an
   /// island lost meanwhile is dropped as in an exchange).
   void average_over_islands(std::span<double> values);

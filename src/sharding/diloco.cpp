@@ -189,6 +189,25 @@ void DiLoCo::flush() {
   if (impl_->pending) impl_->apply();
 }
 
+OuterState DiLoCo::state() {
+  flush();
+  return OuterState{impl_->snapshot, impl_->momentum, impl_->inner};
+}
+
+void DiLoCo::set_state(OuterState s) {
+  Impl& I = *impl_;
+  if (s.snapshot.size() != I.snapshot.size() || s.momentum.size() != I.momentum.size() ||
+      s.inner_steps < 0)
+    throw Error(ErrorCode::invalid_argument, {.op = "DiLoCo::set_state"},
+                "an outer state of " + std::to_string(s.snapshot.size()) + " and " +
+                    std::to_string(s.momentum.size()) + " elements at inner step " +
+                    std::to_string(s.inner_steps) + " for a shard of " +
+                    std::to_string(I.snapshot.size()) + ": another layout wrote it");
+  I.snapshot = std::move(s.snapshot);
+  I.momentum = std::move(s.momentum);
+  I.inner = s.inner_steps;
+}
+
 void DiLoCo::average_over_islands(std::span<double> values) {
   Impl& I = *impl_;
   const std::vector<double> mine(values.begin(), values.end());

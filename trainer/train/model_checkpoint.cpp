@@ -72,6 +72,38 @@ class Reader {
   size_t at_ = 0;
 };
 
+// Writes `data` to a temporary name beside `path` and renames it, so that no reader sees half a
+// file.
+void publish(const std::filesystem::path& path, const std::string& data) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(data.data(), std::streamsize(data.size()));
+    f.flush();
+    if (!f) throw std::runtime_error("checkpoint " + tmp.string() + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error("checkpoint " + path.string() + ": " + ec.message());
+}
+
+Reader open_file(const std::string& path, const char* magic, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("checkpoint " + path + ": cannot open");
+  Reader r(std::string(std::istreambuf_iterator<char>(f), {}), path);
+  std::string got(std::strlen(magic), '\0');
+  r.bytes(got.data(), got.size());
+  if (got != magic) r.fail(std::string("not ") + what);
+  return r;
+}
+
+void check_sum(Reader& r) {
+  if (!r.at_checksum()) r.fail("trailing bytes");
+  const uint64_t want = r.hash_before_checksum();
+  if (r.get<uint64_t>() != want) r.fail("checksum mismatch (corrupt)");
+}
+
 }  // namespace
 
 void write_checkpoint(const std::string& dir, const WholeState& s) {
@@ -92,29 +124,12 @@ void write_checkpoint(const std::string& dir, const WholeState& s) {
   w.floats(s.params);
   w.floats(s.m);
   w.floats(s.v);
-  const std::string data = w.finish();
-  const std::filesystem::path path = std::filesystem::path(dir) / kFile;
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(data.data(), std::streamsize(data.size()));
-    f.flush();
-    if (!f) throw std::runtime_error("checkpoint " + tmp.string() + ": cannot write");
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("checkpoint " + path.string() + ": " + ec.message());
+  publish(std::filesystem::path(dir) / kFile, w.finish());
 }
 
 WholeState read_checkpoint(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / kFile).string();
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("checkpoint " + path + ": cannot open");
-  Reader r(std::string(std::istreambuf_iterator<char>(f), {}), path);
-  char magic[sizeof kMagic - 1];
-  r.bytes(magic, sizeof magic);
-  if (std::memcmp(magic, kMagic, sizeof magic) != 0) r.fail("not a strata-gpt checkpoint");
+  Reader r =
+      open_file((std::filesystem::path(dir) / kFile).string(), kMagic, "a strata-gpt checkpoint");
   const auto version = r.get<uint32_t>();
   if (version < 1 || version > kVersion)
     r.fail("version " + std::to_string(version) + ", this build reads 1 to " +
@@ -141,9 +156,63 @@ WholeState read_checkpoint(const std::string& dir) {
   s.params = r.floats(total);
   s.m = r.floats(total);
   s.v = r.floats(total);
-  if (!r.at_checksum()) r.fail("trailing bytes");
-  const uint64_t want = r.hash_before_checksum();
-  if (r.get<uint64_t>() != want) r.fail("checksum mismatch (corrupt)");
+  check_sum(r);
+  return s;
+}
+
+int saved_islands(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "islands").string();
+  std::ifstream f(path);
+  if (!f) return 0;
+  int k = 0;
+  if (!(f >> k) || k < 1)
+    throw std::runtime_error("checkpoint " + path + ": not a count of islands");
+  return k;
+}
+
+void write_saved_islands(const std::string& dir, int islands) {
+  publish(std::filesystem::path(dir) / "islands", std::to_string(islands) + "\n");
+}
+
+namespace {
+constexpr char kOuterMagic[] = "STRATAOUT";
+constexpr uint32_t kOuterVersion = 1;
+std::string outer_file(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / ("outer-rank-" + std::to_string(rank) + ".bin")).string();
+}
+}  // namespace
+
+void write_outer_checkpoint(const std::string& dir, int rank, const strata::OuterState& s,
+                            const std::string& layout) {
+  Writer w;
+  w.bytes(kOuterMagic, sizeof kOuterMagic - 1);
+  w.put(kOuterVersion);
+  w.put(int64_t(s.inner_steps));
+  w.put(uint32_t(layout.size()));
+  w.bytes(layout.data(), layout.size());
+  w.put(uint64_t(s.snapshot.size()));
+  w.floats(s.snapshot);
+  w.floats(s.momentum);
+  publish(outer_file(dir, rank), w.finish());
+}
+
+strata::OuterState read_outer_checkpoint(const std::string& dir, int rank,
+                                         const std::string& layout) {
+  Reader r = open_file(outer_file(dir, rank), kOuterMagic, "a DiLoCo outer state");
+  if (const auto v = r.get<uint32_t>(); v != kOuterVersion)
+    r.fail("version " + std::to_string(v) + ", this build reads " + std::to_string(kOuterVersion));
+  strata::OuterState s;
+  s.inner_steps = r.get<int64_t>();
+  std::string wrote(r.get<uint32_t>(), '\0');
+  r.bytes(wrote.data(), wrote.size());
+  if (wrote != layout)
+    throw std::invalid_argument("checkpoint " + outer_file(dir, rank) +
+                                ": written by islands laid out as " + wrote + ", resumed as " +
+                                layout + " (DiLoCo's outer state needs the same layout)");
+  const auto n = size_t(r.get<uint64_t>());
+  s.snapshot = r.floats(n);
+  s.momentum = r.floats(n);
+  check_sum(r);
   return s;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/gpt_model.hpp"
+#include "strata/diloco.hpp"
 
 namespace gpt {
 
@@ -26,5 +27,22 @@ void write_checkpoint(const std::string& dir, const WholeState& s);
 /// Reads DIR/gpt-checkpoint.bin. Throws std::runtime_error naming the path and what is wrong
 /// (missing, truncated, corrupt, or tensors that differ from the configuration it names).
 WholeState read_checkpoint(const std::string& dir);
+
+/// How many islands wrote the checkpoint in DIR (DIR/islands, which islands' checkpoints hold:
+/// DIR/island-P for the island at place P of those training), 0 for one written without DiLoCo.
+int saved_islands(const std::string& dir);
+/// Writes DIR/islands.
+void write_saved_islands(const std::string& dir, int islands);
+
+/// DiLoCo's outer state of one rank (strata::OuterState, shard space) and the layout that wrote
+/// it, in DIR/outer-rank-R.bin, each rank of an island its own file (same writing as above):
+///   "STRATAOUT" u32 version | i64 inner steps | u32 length, layout | u64 n | f32 snapshot[n]
+///   | f32 momentum[n] | u64 FNV-1a
+void write_outer_checkpoint(const std::string& dir, int rank, const strata::OuterState& s,
+                            const std::string& layout);
+/// Throws std::invalid_argument when another layout wrote it (naming both), std::runtime_error
+/// naming the path for a missing, truncated or corrupt file.
+strata::OuterState read_outer_checkpoint(const std::string& dir, int rank,
+                                         const std::string& layout);
 
 }  // namespace gpt

@@ -45,6 +45,10 @@ struct Trainer::Impl {
   void launch_tied_reduction();
   double reduce_loss(double local);
   std::vector<float> whole(const std::vector<float>& local);
+  std::string write_whole(const std::string& dir);  // whole_model.cpp
+  void read_whole(const std::string& dir);
+  void save_islands(const std::string& dir);  // island_checkpoint.cpp
+  void load_islands(const std::string& dir);
   std::vector<StepReport::Stage> gather_stages(const StepReport& mine);
   std::vector<StepReport::Experts> gather_experts();
   void take_axis_stats(StepReport& r);

@@ -91,23 +91,39 @@ bool Trainer::replicas_identical() {
 
 void Trainer::save(const std::string& dir) {
   Impl& I = *impl_;
-  const strata::EngineState st = I.engine.state();
-  const WholeState w{I.o.model, st.steps, I.whole(st.params), I.whole(st.m), I.whole(st.v)};
-  // One rank writes; every rank learns whether it could, so none goes on believing it saved.
+  if (I.diloco) return I.save_islands(dir);
+  const std::string error = I.write_whole(dir);
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+void Trainer::load(const std::string& dir) {
+  Impl& I = *impl_;
+  if (I.diloco) return I.load_islands(dir);
+  if (const int k = saved_islands(dir); k > 0)
+    throw std::invalid_argument("checkpoint " + dir + " holds " + std::to_string(k) +
+                                " islands (DiLoCo): resume it with --islands " + std::to_string(k));
+  I.read_whole(dir);
+}
+
+// One rank writes; every rank of the island learns whether it could (the error, or ""), so none
+// goes on believing it saved.
+std::string Trainer::Impl::write_whole(const std::string& dir) {
+  const strata::EngineState st = engine.state();
+  const WholeState w{o.model, st.steps, whole(st.params), whole(st.m), whole(st.v)};
   std::string error;
-  if (I.metrics.rank() == 0) try {
+  if (metrics.rank() == 0) try {
       write_checkpoint(dir, w);
     } catch (const std::exception& e) {
       error = e.what();
     }
   std::vector<int> ok{error.empty() ? 1 : 0};
-  I.metrics.broadcast(strata::buffer(ok), 0).wait();
-  if (!ok[0])
-    throw std::runtime_error(error.empty() ? "checkpoint: rank 0 could not write " + dir : error);
+  metrics.broadcast(strata::buffer(ok), 0).wait();
+  if (!ok[0] && error.empty()) error = "checkpoint: rank 0 could not write " + dir;
+  return error;
 }
 
-void Trainer::load(const std::string& dir) {
-  Impl& I = *impl_;
+void Trainer::Impl::read_whole(const std::string& dir) {
+  Impl& I = *this;
   const WholeState w = read_checkpoint(dir);
   const Config& c = I.o.model;
   if (w.model.vocab != c.vocab || w.model.ctx != c.ctx || w.model.layers != c.layers ||
