@@ -116,6 +116,13 @@ class Communicator {
   /// thread may call it, including while another waits. Memory is freed with the last handle.
   void abort();
 
+  /// Throws the failure this group has met (ErrorCode::peer_failure or aborted, naming the
+  /// culprit) after looking for news that costs no message: a peer's process on this machine
+  /// gone, a failure notice, a connection the network reports broken. Returns if there is none.
+  /// Never waits for other ranks; any thread. For a caller between operations that wants to
+  /// know early (DiLoCo's islands ask every step).
+  void check_health();
+
   /// Collective: ranks that pass the same `color` form a new communicator, ordered by (key, rank).
   /// A rank passing a negative color takes part but gets an empty Communicator back.
   Communicator split(int color, int key, const CommOptions& options = {});

@@ -85,6 +85,11 @@ std::string Communicator::flight_record() const { return checked(impl_).flight_r
 std::shared_ptr<Store> Communicator::store() const { return checked(impl_).store; }
 void Communicator::abort() { checked(impl_).abort(); }
 
+void Communicator::check_health() {
+  auto& c = checked(impl_);
+  c.check_health({.rank = c.rank, .group = c.name, .op = "check_health"});
+}
+
 Work Communicator::all_reduce(Buffer in, Buffer out, ReduceOp op) {
   auto& c = checked(impl_);
   runtime::Checker check = c.checker("all_reduce");

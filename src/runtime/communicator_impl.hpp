@@ -84,6 +84,9 @@ class Communicator::Impl {
   std::shared_ptr<runtime::DeviceGroup> device;
   /// Deadline of this group's operations.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Throws (peer_failure or aborted, naming the culprit) once the group cannot complete an
+  /// operation: a peer gone, an abort. From any thread but one running the op queue.
+  void check_health(const ErrorContext& where) { queue_->check_health(where); }
 
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.

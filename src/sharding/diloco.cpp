@@ -171,6 +171,7 @@ bool DiLoCo::after_inner_step() {
   Impl& I = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   ++I.inner;
+  I.watch();
   if (I.pending) I.apply();
   bool started = false;
   for (size_t f = 0; f < I.fragments.size(); ++f) {

@@ -60,6 +60,7 @@ struct DiLoCo::Impl {
   // island_loss.cpp
   void settle(std::optional<Work> w, const std::function<std::optional<Work>()>& relaunch);
   bool recover(const Error* seen);
+  void watch();
   // island_join.cpp
   int64_t join_step() const;
   void admit_joiners();
@@ -73,10 +74,11 @@ struct DiLoCo::Impl {
   // Where the islands' first ranks agree: the job's store (o.job_store), else the store of the
   // first `across`, which they all share.
   std::shared_ptr<Store> meeting;
-  int agreements = 0;  // recover() calls that found a failure
-  int checks = 0;      // admit_joiners() calls
-  int admitted = 0;    // islands that joined
-  int next_index = 0;  // the index the next island to join takes
+  int agreements = 0;      // recover() calls that found a failure
+  bool seen_lost = false;  // watch() logged a failure of `across` not yet agreed on
+  int checks = 0;          // admit_joiners() calls
+  int admitted = 0;        // islands that joined
+  int next_index = 0;      // the index the next island to join takes
   std::vector<float> snapshot, momentum;
   std::vector<Fragment> fragments;
   int64_t inner = 0;  // inner steps so far

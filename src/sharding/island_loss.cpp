@@ -108,6 +108,30 @@ void DiLoCo::Impl::settle(std::optional<Work> w,
   }
 }
 
+// Between exchanges nothing waits on another island, so a death would show only at the next one
+// (H steps on): every step asks `across` for news that costs no message (a process of this
+// machine gone, a notice, a broken connection) and logs a lost island at once. The agreement and
+// the shrink still happen at the exchange, where every island meets.
+void DiLoCo::Impl::watch() {
+  if (!o.island || !across || across.size() == 1 || seen_lost) return;
+  try {
+    across.check_health();
+  } catch (const Error& e) {
+    seen_lost = true;
+    const int peer = e.where().peer, S = o.island.size();
+    if (peer >= 0 && peer < int(left.size()) && peer != across.rank()) {
+      const int lost = left[size_t(peer)];
+      std::fprintf(stderr,
+                   "strata: DiLoCo: island %d (job ranks %d-%d) lost at inner step %lld (%s); "
+                   "dropped at the next exchange\n",
+                   lost, lost * S, lost * S + S - 1, (long long)inner, e.what());
+    } else {
+      std::fprintf(stderr, "strata: DiLoCo: the islands' group failed at inner step %lld (%s)\n",
+                   (long long)inner, e.what());
+    }
+  }
+}
+
 // Collective over this island: whether any of its ranks saw the last operation over `across`
 // fail, and if so the agreement on the islands left and the new `across`. A failure of the
 // island's own all-reduce (a rank of this island died) propagates: this island is lost.
@@ -154,6 +178,7 @@ bool DiLoCo::Impl::recover(const Error* seen) {
         1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   const std::string name = across ? across.name() : "islands";
   left = kept;
+  seen_lost = false;
   try {
     across =
         across.shrink(exclude, CommOptions{.name = name + ".less" + std::to_string(agreements)});

@@ -122,3 +122,34 @@ TEST(Abort, EndsARunningCollective) {
   }
   world.barrier().wait();
 }
+
+// Between operations, check_health() learns of a peer's abort without a collective to fail: it
+// returns while the group is whole, then throws naming the aborting rank (DiLoCo's islands ask it
+// every step to log a lost island early).
+TEST(Abort, CheckHealthLearnsOfAnAbortBetweenOperations) {
+  auto& world = mp::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 or more ranks: one aborts, the others ask";
+  auto group = world.split(0, world.rank());
+  const int last = group.size() - 1;
+  EXPECT_NO_THROW(group.check_health());
+  world.barrier().wait();
+  if (group.rank() == last) {
+    group.abort();
+  } else {
+    const auto until = Clock::now() + 10s;
+    bool seen = false;
+    while (!seen && Clock::now() < until) {
+      try {
+        group.check_health();
+        std::this_thread::sleep_for(10ms);
+      } catch (const Error& e) {
+        seen = true;
+        EXPECT_EQ(int(e.code()), int(ErrorCode::aborted)) << e.what();
+        EXPECT_EQ(e.where().peer, last) << e.what();
+        EXPECT_EQ(e.where().op, "check_health") << e.what();
+      }
+    }
+    EXPECT_TRUE(seen) << "check_health() did not learn of the abort in 10 s";
+  }
+  world.barrier().wait();
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Losing an island and gaining one (issue 38): strata-gpt trains tiny as 3 islands of 2 ranks
-# (DiLoCo, H 2) under strata-run --keep-going, and job rank VICTIM (default 0: the rank that
-# reports, in the island that starts the others) is killed with SIGKILL at step 100. Checks: each
-# of the 4 ranks of the other islands logs the victim's island lost within 2 s of the kill; then a
+# (DiLoCo, H 3000: the next exchange seconds away) under strata-run --keep-going, and job rank
+# VICTIM (default 0: the rank that reports, in the island that starts the others) is killed with
+# SIGKILL at step 100. Checks: each of the 4 ranks of the other islands logs the victim's island
+# lost within 2 s of the kill (seen between exchanges; dropped at the next); then a
 # second job of 2 ranks joins as a new island (--join): each of its ranks receives parameters
 # whose hash equals the one the first island left sent from its rank at that place; all train
 # on, without a restart, to the last step and its validation (reported by the first island
@@ -12,7 +13,7 @@
 set -uo pipefail
 run=$1 gpt=$2 victim_rank=${3:-0}
 lost=$((victim_rank / 2))
-steps=3000
+steps=4000
 out=$(mktemp) err=$(mktemp) jout=$(mktemp) jerr=$(mktemp)
 job="" joiner=""
 trap 'rm -f "$out" "$err" "$jout" "$jerr"; [ -n "$job" ] && kill "$job" 2>/dev/null; [ -n "$joiner" ] && kill "$joiner" 2>/dev/null' EXIT
@@ -24,7 +25,7 @@ fail() {
   echo "--- joiner's stderr"; grep -v '^ \|^#' "$jerr"
   exit 1
 }
-args=(train --config tiny --islands 3 --outer-every 2 --batch 24 --steps "$steps"
+args=(train --config tiny --islands 3 --outer-every 3000 --batch 24 --steps "$steps"
       --eval-every "$steps" --sample 0)
 token=island-test-$$
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
