@@ -3,6 +3,7 @@
 // wheel, so c10d.Store and c10d.Backend are the very types torch registered.
 #include <torch/csrc/utils/pybind.h>
 
+#include "call_stream.hpp"
 #include "process_group.hpp"
 
 namespace {
@@ -28,4 +29,6 @@ PYBIND11_MODULE(_strata_torch, m) {
       py::arg("group_name"), py::call_guard<py::gil_scoped_release>(),
       "Joins the group of `size` ranks meeting through `store` (collective).");
   m.attr("torch_version") = TORCH_STRATA_BUILT_AGAINST;
+  // Whether CUDA tensors go by Strata's device path (the library was built with it).
+  m.attr("cuda") = strata::torch_backend::cuda_tensors_supported();
 }

@@ -68,8 +68,8 @@ WorkPtr ProcessGroupStrata::broadcast(std::vector<at::Tensor>& tensors,
                                       const c10d::BroadcastOptions& opts) {
   Staged t(single(tensors, "broadcast"), "broadcast");
   return run(OpType::BROADCAST, "strata:broadcast", tensors, tensors, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.broadcast(t.buffer(), int(opts.rootRank)));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.broadcast(t.buffer(), int(opts.rootRank)));
                w.on_success([t] { t.finish(); });
              });
 }
@@ -80,15 +80,15 @@ WorkPtr ProcessGroupStrata::allreduce(std::vector<at::Tensor>& tensors,
     TORCH_CHECK_VALUE(opts.reduceOp == c10d::ReduceOp::SUM, "strata all_reduce: sparse tensors ",
                       "are summed only (as by gloo), not reduced with op ", int(opts.reduceOp.op_));
     return run(OpType::ALLREDUCE, "strata:all_reduce_sparse", tensors, tensors, opts.timeout,
-               [&](StrataWork& w) { issue_sparse_sum(comm_, tensors[0], w); });
+               [&](StrataWork& w, Communicator& c) { issue_sparse_sum(c, tensors[0], w); });
   }
   const at::Tensor& tensor = single(tensors, "all_reduce");
   const Reduction r = reduction(opts.reduceOp, tensor.scalar_type(), "all_reduce");
   Staged t(tensor, "all_reduce");
   if (r.premul) t.flat().mul_(*r.premul);  // in place: the result overwrites it anyway
   return run(OpType::ALLREDUCE, "strata:all_reduce", tensors, tensors, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.all_reduce(t.buffer(), r.op));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.all_reduce(t.buffer(), r.op));
                w.on_success([t] { t.finish(); });
              });
 }
@@ -104,9 +104,9 @@ WorkPtr ProcessGroupStrata::allreduce_coalesced(std::vector<at::Tensor>& tensors
     if (rs.back().premul) staged.back().flat().mul_(*rs.back().premul);
   }
   return run(OpType::ALLREDUCE_COALESCED, "strata:all_reduce_coalesced", tensors, tensors,
-             opts.timeout, [&](StrataWork& w) {
+             opts.timeout, [&](StrataWork& w, Communicator& c) {
                for (size_t i = 0; i < staged.size(); ++i) {
-                 w.add(comm_.all_reduce(staged[i].buffer(), rs[i].op));
+                 w.add(c.all_reduce(staged[i].buffer(), rs[i].op));
                }
                w.on_success([staged] {
                  for (const auto& t : staged) t.finish();
@@ -121,21 +121,23 @@ WorkPtr ProcessGroupStrata::reduce(std::vector<at::Tensor>& tensors,
   Staged t(tensor, "reduce");
   const at::Tensor input = premultiplied(t.flat(), r);  // non-roots keep their tensor as it was
   const bool root = getRank() == opts.rootRank;
-  return run(OpType::REDUCE, "strata:reduce", tensors, tensors, opts.timeout, [&](StrataWork& w) {
-    w.add(comm_.reduce(view(input, "reduce"), t.buffer(), r.op, int(opts.rootRank)));
-    w.on_success([t, input, root] {
-      if (root) t.finish();
-    });
-  });
+  return run(OpType::REDUCE, "strata:reduce", tensors, tensors, opts.timeout,
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.reduce(view(input, "reduce"), t.buffer(), r.op, int(opts.rootRank)));
+               w.on_success([t, input, root] {
+                 if (root) t.finish();
+               });
+             });
 }
 
 WorkPtr ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   TORCH_CHECK_VALUE(tag >= 0, "strata send: negative tag ", tag);
   const at::Tensor t = single(tensors, "send").contiguous();
-  return run(OpType::SEND, "strata:send", tensors, {}, c10d::kUnsetTimeout, [&](StrataWork& w) {
-    w.add(comm_.send(view(t, "send"), dst, uint32_t(tag)));
-    w.on_success([t] {});
-  });
+  return run(OpType::SEND, "strata:send", tensors, {}, c10d::kUnsetTimeout,
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.send(view(t, "send"), dst, uint32_t(tag)));
+               w.on_success([t] {});
+             });
 }
 
 WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -151,15 +153,16 @@ WorkPtr ProcessGroupStrata::receive(std::vector<at::Tensor>& tensors, int src, i
   TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
   Staged t(single(tensors, "recv"), "recv");
   // The profiler records a receive with its tensor's shape, as gloo does.
-  return run(type, title, tensors, tensors, c10d::kUnsetTimeout, [&](StrataWork& w) {
-    w.add(comm_.recv(t.buffer(), src, uint32_t(tag)));
-    w.on_success([t] { t.finish(); });
-  });
+  return run(type, title, tensors, tensors, c10d::kUnsetTimeout,
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.recv(t.buffer(), src, uint32_t(tag)));
+               w.on_success([t] { t.finish(); });
+             });
 }
 
 WorkPtr ProcessGroupStrata::barrier(const c10d::BarrierOptions& opts) {
   return run(OpType::BARRIER, "strata:barrier", {}, {}, opts.timeout,
-             [&](StrataWork& w) { w.add(comm_.barrier()); });
+             [&](StrataWork& w, Communicator& c) { w.add(c.barrier()); });
 }
 
 }  // namespace strata::torch_backend

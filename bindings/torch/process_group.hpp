@@ -1,12 +1,14 @@
-// ProcessGroupStrata: the torch.distributed backend "strata" for CPU tensors. Every operation
-// torch's gloo backend offers, issued asynchronously on one Strata communicator; see work.hpp
-// for how each completes and docs/bindings.md for what is not supported and why.
+// ProcessGroupStrata: the torch.distributed backend "strata" for CPU and CUDA tensors. Every
+// operation torch's gloo backend offers, issued asynchronously on one Strata communicator (CUDA
+// tensors by its device path: NCCL, or staged where ranks share a GPU); see work.hpp for how
+// each completes and docs/bindings.md for what is not supported and why.
 #pragma once
 
 #include <c10/util/Exception.h>
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "strata/communicator.hpp"
@@ -100,11 +102,14 @@ class ProcessGroupStrata final : public c10d::Backend {
   Communicator comm_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Completer> completer_ = std::make_unique<Completer>();
+  std::mutex issue_mu_;  // run(): one thread issues at a time
   std::atomic<uint64_t> seq_{0};
   strata::Work last_;  // the last operation issued
 };
 
 // Every operation's common part (process_group.cpp and process_group_lists.cpp issue through it).
+// A call on CUDA tensors is issued on its device and on the caller's current stream there
+// (call_stream.hpp), so it runs after the work queued on that stream, staging copies included.
 template <typename Issue>
 c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType type, const char* title,
                                                        const std::vector<at::Tensor>& inputs,
@@ -112,10 +117,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType type, const 
                                                        std::chrono::milliseconds timeout,
                                                        Issue&& issue) {
   TORCH_CHECK(comm_, "strata: rank ", getRank(), " used a process group after shutdown()");
+  const CallStream stream(call_device(inputs, outputs, title));
   auto work = c10::make_intrusive<StrataWork>(getRank(), type, title, inputs, std::move(outputs),
-                                              deadline(timeout));
+                                              deadline(timeout), stream);
+  // torch calls from more than one thread (DDP on CUDA issues from autograd's device thread);
+  // its callers keep one order on every rank, as ProcessGroupNCCL requires, so the calling
+  // thread takes the issuing over, one call at a time.
+  std::lock_guard<std::mutex> one_at_a_time(issue_mu_);
+  comm_.issue_from_this_thread();
   try {
-    issue(*work);
+    stream.run([&] {
+      Communicator on = stream.cuda() ? comm_.on_stream(stream.native()) : comm_;
+      issue(*work, on);
+    });
   } catch (const Error&) {
     std::rethrow_exception(torch_exception(std::current_exception()));
   }

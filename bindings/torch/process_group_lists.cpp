@@ -26,8 +26,8 @@ WorkPtr ProcessGroupStrata::allgather(std::vector<std::vector<at::Tensor>>& outp
   check_blocks(outs, in.flat(), "all_gather", "output", "an input");
   at::Tensor flat = at::empty({in.flat().numel() * getSize()}, in.flat().options());
   return run(OpType::ALLGATHER, "strata:all_gather", inputs, outs, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.all_gather(in.buffer(), view(flat, "all_gather")));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.all_gather(in.buffer(), view(flat, "all_gather")));
                w.on_success([in, flat, outs] { scatter_into(flat, outs); });
              });
 }
@@ -36,8 +36,8 @@ WorkPtr ProcessGroupStrata::all_gather_single(at::Tensor& output, at::Tensor& in
                                               const c10d::AllgatherOptions& opts) {
   Staged in(input, "all_gather_into_tensor"), out(output, "all_gather_into_tensor");
   return run(OpType::_ALLGATHER_BASE, "strata:all_gather_into_tensor", {input}, {output},
-             opts.timeout, [&](StrataWork& w) {
-               w.add(comm_.all_gather(in.buffer(), out.buffer()));
+             opts.timeout, [&](StrataWork& w, Communicator& c) {
+               w.add(c.all_gather(in.buffer(), out.buffer()));
                w.on_success([in, out] { out.finish(); });
              });
 }
@@ -64,12 +64,12 @@ WorkPtr ProcessGroupStrata::allgather_coalesced(std::vector<std::vector<at::Tens
     outs.insert(outs.end(), list.begin(), list.end());
   }
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
-  return run(OpType::ALLGATHER_COALESCED, "strata:all_gather_coalesced", inputs, outs, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.all_gather(view(in, "all_gather_coalesced"),
-                                      view(flat, "all_gather_coalesced")));
-               w.on_success([in, flat, outs] { scatter_into(flat, outs); });
-             });
+  return run(
+      OpType::ALLGATHER_COALESCED, "strata:all_gather_coalesced", inputs, outs, opts.timeout,
+      [&](StrataWork& w, Communicator& c) {
+        w.add(c.all_gather(view(in, "all_gather_coalesced"), view(flat, "all_gather_coalesced")));
+        w.on_success([in, flat, outs] { scatter_into(flat, outs); });
+      });
 }
 
 WorkPtr ProcessGroupStrata::all_gather_single_coalesced(std::vector<at::Tensor>& outputs,
@@ -84,9 +84,9 @@ WorkPtr ProcessGroupStrata::all_gather_single_coalesced(std::vector<at::Tensor>&
     outs.emplace_back(outputs[i], "all_gather_into_tensor_coalesced");
   }
   return run(OpType::ALLGATHER_INTO_TENSOR_COALESCED, "strata:all_gather_into_tensor_coalesced",
-             inputs, outputs, opts.timeout, [&](StrataWork& w) {
+             inputs, outputs, opts.timeout, [&](StrataWork& w, Communicator& c) {
                for (size_t i = 0; i < ins.size(); ++i) {
-                 w.add(comm_.all_gather(ins[i].buffer(), outs[i].buffer()));
+                 w.add(c.all_gather(ins[i].buffer(), outs[i].buffer()));
                }
                w.on_success([ins, outs] {
                  for (const auto& o : outs) o.finish();
@@ -111,12 +111,14 @@ WorkPtr ProcessGroupStrata::gather(std::vector<std::vector<at::Tensor>>& outputs
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                       "strata gather: only the root (rank ", opts.rootRank, ") takes outputs");
   }
-  return run(OpType::GATHER, "strata:gather", inputs, outs, opts.timeout, [&](StrataWork& w) {
-    w.add(comm_.gather(in.buffer(), root ? view(flat, "gather") : Buffer{}, int(opts.rootRank)));
-    w.on_success([in, flat, outs] {
-      if (flat.defined()) scatter_into(flat, outs);
-    });
-  });
+  return run(
+      OpType::GATHER, "strata:gather", inputs, outs, opts.timeout,
+      [&](StrataWork& w, Communicator& c) {
+        w.add(c.gather(in.buffer(), root ? view(flat, "gather") : Buffer{}, int(opts.rootRank)));
+        w.on_success([in, flat, outs] {
+          if (flat.defined()) scatter_into(flat, outs);
+        });
+      });
 }
 
 WorkPtr ProcessGroupStrata::gather_single(at::Tensor& output, at::Tensor& input,
@@ -126,8 +128,8 @@ WorkPtr ProcessGroupStrata::gather_single(at::Tensor& output, at::Tensor& input,
   std::optional<Staged> out;
   if (root) out.emplace(output, "gather_into_tensor");
   return run(OpType::GATHER, "strata:gather_into_tensor", {input}, {output}, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.gather(in.buffer(), out ? out->buffer() : Buffer{}, int(opts.rootRank)));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.gather(in.buffer(), out ? out->buffer() : Buffer{}, int(opts.rootRank)));
                w.on_success([in, out] {
                  if (out) out->finish();
                });
@@ -149,12 +151,12 @@ WorkPtr ProcessGroupStrata::scatter(std::vector<at::Tensor>& outputs,
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                       "strata scatter: only the root (rank ", opts.rootRank, ") takes inputs");
   }
-  return run(OpType::SCATTER, "strata:scatter", root ? inputs[0] : std::vector<at::Tensor>{},
-             outputs, opts.timeout, [&](StrataWork& w) {
-               w.add(comm_.scatter(root ? view(flat, "scatter") : Buffer{}, out.buffer(),
-                                   int(opts.rootRank)));
-               w.on_success([out, flat] { out.finish(); });
-             });
+  return run(
+      OpType::SCATTER, "strata:scatter", root ? inputs[0] : std::vector<at::Tensor>{}, outputs,
+      opts.timeout, [&](StrataWork& w, Communicator& c) {
+        w.add(c.scatter(root ? view(flat, "scatter") : Buffer{}, out.buffer(), int(opts.rootRank)));
+        w.on_success([out, flat] { out.finish(); });
+      });
 }
 
 WorkPtr ProcessGroupStrata::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -168,8 +170,8 @@ WorkPtr ProcessGroupStrata::reduce_scatter(std::vector<at::Tensor>& outputs,
   at::Tensor flat = flat_cat(inputs[0]);  // a copy: scaling it leaves the inputs unchanged
   if (r.premul) flat.mul_(*r.premul);
   return run(OpType::REDUCE_SCATTER, "strata:reduce_scatter", inputs[0], outputs, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.reduce_scatter(view(flat, "reduce_scatter"), out.buffer(), r.op));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.reduce_scatter(view(flat, "reduce_scatter"), out.buffer(), r.op));
                w.on_success([out, flat] { out.finish(); });
              });
 }
@@ -179,12 +181,11 @@ WorkPtr ProcessGroupStrata::reduce_scatter_single(at::Tensor& output, at::Tensor
   const Reduction r = reduction(opts.reduceOp, input.scalar_type(), "reduce_scatter_tensor");
   Staged in(input, "reduce_scatter_tensor"), out(output, "reduce_scatter_tensor");
   const at::Tensor scaled = premultiplied(in.flat(), r);
-  return run(
-      OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", {input}, {output}, opts.timeout,
-      [&](StrataWork& w) {
-        w.add(comm_.reduce_scatter(view(scaled, "reduce_scatter_tensor"), out.buffer(), r.op));
-        w.on_success([scaled, out] { out.finish(); });
-      });
+  return run(OpType::_REDUCE_SCATTER_BASE, "strata:reduce_scatter_tensor", {input}, {output},
+             opts.timeout, [&](StrataWork& w, Communicator& c) {
+               w.add(c.reduce_scatter(view(scaled, "reduce_scatter_tensor"), out.buffer(), r.op));
+               w.on_success([scaled, out] { out.finish(); });
+             });
 }
 
 WorkPtr ProcessGroupStrata::reduce_scatter_single_coalesced(
@@ -203,9 +204,9 @@ WorkPtr ProcessGroupStrata::reduce_scatter_single_coalesced(
     outs.emplace_back(outputs[i], op);
   }
   return run(OpType::REDUCE_SCATTER_TENSOR_COALESCED, "strata:reduce_scatter_tensor_coalesced",
-             inputs, outputs, opts.timeout, [&](StrataWork& w) {
+             inputs, outputs, opts.timeout, [&](StrataWork& w, Communicator& c) {
                for (size_t i = 0; i < outs.size(); ++i) {
-                 w.add(comm_.reduce_scatter(view(scaled[i], op), outs[i].buffer(), rs[i].op));
+                 w.add(c.reduce_scatter(view(scaled[i], op), outs[i].buffer(), rs[i].op));
                }
                w.on_success([scaled, outs] {
                  for (const auto& o : outs) o.finish();
@@ -224,9 +225,9 @@ WorkPtr ProcessGroupStrata::all_to_all_single(at::Tensor& output, at::Tensor& in
   const auto send = split_counts(in.flat(), input_splits, getSize(), "input");
   const auto recv = split_counts(out.flat(), output_splits, getSize(), "output");
   return run(OpType::ALLTOALL_BASE, "strata:all_to_all_single", {input}, {output}, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.all_to_allv(in.buffer(), send, displacements(send), out.buffer(), recv,
-                                       displacements(recv)));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.all_to_allv(in.buffer(), send, displacements(send), out.buffer(), recv,
+                                   displacements(recv)));
                w.on_success([in, out] { out.finish(); });
              });
 }
@@ -246,9 +247,9 @@ WorkPtr ProcessGroupStrata::alltoall(std::vector<at::Tensor>& outputs,
   at::Tensor flat =
       at::empty({int64_t(std::accumulate(recv.begin(), recv.end(), size_t{0}))}, in.options());
   return run(OpType::ALLTOALL, "strata:all_to_all", inputs, outputs, opts.timeout,
-             [&](StrataWork& w) {
-               w.add(comm_.all_to_allv(view(in, "all_to_all"), send, displacements(send),
-                                       view(flat, "all_to_all"), recv, displacements(recv)));
+             [&](StrataWork& w, Communicator& c) {
+               w.add(c.all_to_allv(view(in, "all_to_all"), send, displacements(send),
+                                   view(flat, "all_to_all"), recv, displacements(recv)));
                w.on_success([in, flat, outputs] { scatter_into(flat, outputs); });
              });
 }

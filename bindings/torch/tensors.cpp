@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "call_stream.hpp"
+
 namespace strata::torch_backend {
 namespace {
 
@@ -44,8 +46,10 @@ std::optional<DataType> strata_dtype(at::ScalarType t) {
 
 void check_tensor(const at::Tensor& t, const char* op) {
   TORCH_CHECK_VALUE(t.defined(), "strata ", op, ": undefined tensor");
-  TORCH_CHECK_VALUE(t.device().is_cpu(), "strata ", op, ": tensor on ", t.device(),
-                    "; the strata backend takes CPU tensors (use nccl for GPU tensors)");
+  TORCH_CHECK_VALUE(t.device().is_cpu() || (t.is_cuda() && cuda_tensors_supported()), "strata ", op,
+                    ": tensor on ", t.device(), "; this strata build takes ",
+                    cuda_tensors_supported() ? "CPU and CUDA tensors"
+                                             : "CPU tensors (it was built without CUDA)");
   TORCH_CHECK_VALUE(t.layout() == at::kStrided, "strata ", op, ": ", t.layout(),
                     " tensor; only dense (strided) tensors are supported");
   TORCH_CHECK_TYPE(strata_dtype(t.scalar_type()).has_value(), "strata ", op, ": dtype ",
@@ -56,7 +60,8 @@ void check_tensor(const at::Tensor& t, const char* op) {
 Buffer view(const at::Tensor& t, const char* op) {
   check_tensor(t, op);
   TORCH_INTERNAL_ASSERT(t.is_contiguous(), "strata ", op, ": non-contiguous tensor not staged");
-  return Buffer{t.data_ptr(), size_t(t.numel()), *strata_dtype(t.scalar_type())};
+  return Buffer{t.data_ptr(), size_t(t.numel()), *strata_dtype(t.scalar_type()),
+                t.is_cuda() ? MemoryKind::cuda : MemoryKind::host};
 }
 
 Reduction reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
@@ -96,6 +101,12 @@ Reduction reduction(const c10d::ReduceOp& op, at::ScalarType dtype, const char* 
     }
     default:
       TORCH_CHECK_VALUE(false, "strata ", what, ": unknown ReduceOp ", int(op.op_));
+  }
+  // On booleans sum and or are max, product and and are min (as ProcessGroupNCCL maps them):
+  // the same results, in the reductions NCCL has.
+  if (dtype == at::kBool) {
+    if (r.op == ReduceOp::sum || r.op == ReduceOp::bor) r.op = ReduceOp::max;
+    if (r.op == ReduceOp::prod || r.op == ReduceOp::band) r.op = ReduceOp::min;
   }
   // Whether `op` is defined for the dtype (no BAND on floats...) Strata's own check says when
   // the collective is issued, naming both.

@@ -12,10 +12,10 @@
 
 namespace strata::torch_backend {
 
-/// A CPU, strided, dense tensor as a Strata buffer over its storage. The tensor must be
-/// contiguous (callers stage non-contiguous ones, see Staged). Throws c10::TypeError naming
-/// `op` when the dtype has no Strata equivalent, and c10::ValueError for GPU, sparse or
-/// quantized tensors.
+/// A strided, dense tensor in CPU or CUDA memory as a Strata buffer over its storage. The tensor
+/// must be contiguous (callers stage non-contiguous ones, see Staged). Throws c10::TypeError
+/// naming `op` when the dtype has no Strata equivalent, and c10::ValueError for other devices
+/// (CUDA too where the build has no device path), sparse or quantized tensors.
 Buffer view(const at::Tensor& t, const char* op);
 
 /// Checks what view() checks without requiring contiguity.

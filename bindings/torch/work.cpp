@@ -24,13 +24,13 @@ std::exception_ptr torch_exception(std::exception_ptr e) {
 
 StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
                        const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-                       std::chrono::milliseconds timeout)
+                       std::chrono::milliseconds timeout, CallStream stream)
     : c10d::Work(rank, type, profiling_title, inputs),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
+      stream_(std::move(stream)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), stream_.devices())) {}
 
 void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
   if (works_.empty()) {
@@ -65,7 +65,11 @@ void StrataWork::complete() {
   std::exception_ptr error;
   try {
     for (const strata::Work& w : works_) w.wait();
-    if (finisher_) finisher_();
+    // On a CUDA call's stream, after the collective: copies into the user's tensors, then the
+    // end event wait() orders the caller's stream after.
+    stream_.run([&] {
+      if (finisher_) finisher_();
+    });
   } catch (...) {
     error = torch_exception(std::current_exception());
   }
@@ -74,7 +78,8 @@ void StrataWork::complete() {
   if (error) {
     future_->setError(error);
   } else {
-    future_->markCompleted(c10::IValue(outputs_));
+    // CUDA: the future records its events on the call's stream, after the finisher.
+    stream_.run([&] { future_->markCompleted(c10::IValue(outputs_)); });
   }
 }
 
@@ -110,6 +115,7 @@ bool StrataWork::wait(std::chrono::milliseconds timeout) {
                                           " ms; the operation is still running");
   }
   if (exception_) std::rethrow_exception(exception_);
+  stream_.order_current_stream_after();
   return true;
 }
 

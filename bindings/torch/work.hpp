@@ -6,7 +6,9 @@
 // there first: the thread in wait(), or the backend's Completer, which Strata's completion
 // callback wakes (the callback itself only queues: torch code never runs on Strata's progress
 // thread). Completing marks the future with the outputs (DDP's comm hooks chain on it) and ends
-// the profiler's record of the op.
+// the profiler's record of the op. A call on CUDA tensors runs its finisher and marks its future
+// on the call's stream (call_stream.hpp): the future then knows the device, as torch's
+// CUDA-aware futures do, and wait() leaves the caller's current stream ordered after it.
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "call_stream.hpp"
 #include "strata/work.hpp"
 
 namespace strata::torch_backend {
@@ -25,10 +28,11 @@ class CompletionQueue;
 
 class StrataWork final : public c10d::Work {
  public:
-  /// `outputs` is what result() and the future give; `timeout` bounds wait() without argument.
+  /// `outputs` is what result() and the future give; `timeout` bounds wait() without argument;
+  /// `stream` is the call's (a default one for CPU tensors).
   StrataWork(int rank, c10d::OpType type, const char* profiling_title,
              const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout, CallStream stream);
 
   /// Issuing, on the caller's thread: the Strata operations, then the finisher.
   void add(strata::Work w) { works_.push_back(std::move(w)); }
@@ -56,6 +60,7 @@ class StrataWork final : public c10d::Work {
   std::function<void()> finisher_;
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds timeout_;
+  CallStream stream_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> claimed_{false};
 };

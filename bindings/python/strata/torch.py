@@ -1,4 +1,4 @@
-"""The torch.distributed backend ``strata`` for CPU tensors.
+"""The torch.distributed backend ``strata`` for CPU and CUDA tensors.
 
 Importing this module registers it; then, under ``torchrun`` (or anything setting RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT)::
@@ -11,7 +11,10 @@ WORLD_SIZE, MASTER_ADDR and MASTER_PORT)::
     dist.all_reduce(t)                      # every torch.distributed operation on CPU tensors
     dist.destroy_process_group()
 
-``init_process_group("cpu:strata,cuda:nccl")`` keeps NCCL for GPU tensors. The extension is
+Where Strata was built with its device path (``strata.torch.CUDA``), CUDA tensors go by it:
+NCCL between distinct GPUs, staged through host memory where ranks share one, each call ordered
+on the tensors' current CUDA stream. ``init_process_group("cpu:strata,cuda:nccl")`` keeps
+torch's own NCCL backend for GPU tensors instead. The extension is
 built against one torch minor version (``strata.torch.BUILT_AGAINST``); importing it under
 another raises ImportError saying which.
 """
@@ -39,6 +42,7 @@ if ".".join(torch.__version__.split(".")[:2]) != BUILT_AGAINST:
     )
 
 ProcessGroupStrata = _strata_torch.ProcessGroupStrata
+CUDA = bool(_strata_torch.cuda)
 
 
 def _create(opts, backend_options):
@@ -50,6 +54,8 @@ def _create(opts, backend_options):
 
 
 if "STRATA" not in dist.Backend._plugins:
-    dist.Backend.register_backend("strata", _create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(
+        "strata", _create, extended_api=True, devices=["cpu", "cuda"] if CUDA else ["cpu"]
+    )
 
-__all__ = ["BUILT_AGAINST", "ProcessGroupStrata"]
+__all__ = ["BUILT_AGAINST", "CUDA", "ProcessGroupStrata"]
