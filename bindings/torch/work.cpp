@@ -32,7 +32,22 @@ StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), stream_.devices())) {}
 
+bool StrataWork::on_stream_when_issued() const {
+  const auto type = retrieveOpType();
+  return stream_.cuda() && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE;
+}
+
 void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
+  if (on_stream_when_issued()) {
+    // The copies back and the future follow on the stream now, as ProcessGroupNCCL completes
+    // its futures: nobody waits on the host. The staging tensors may go now: they were made on
+    // this stream, so the caching allocator reuses them only after what is queued on it.
+    stream_.run([&] {
+      if (finisher_) finisher_();
+      future_->markCompleted(c10::IValue(outputs_));
+    });
+    finisher_ = nullptr;
+  }
   if (works_.empty()) {
     complete();
     return;
@@ -67,14 +82,13 @@ void StrataWork::complete() {
     for (const strata::Work& w : works_) w.wait();
     // On a CUDA call's stream, after the collective: copies into the user's tensors, then the
     // end event wait() orders the caller's stream after.
-    stream_.run([&] {
-      if (finisher_) finisher_();
-    });
+    if (finisher_) stream_.run(finisher_);
   } catch (...) {
     error = torch_exception(std::current_exception());
   }
   finisher_ = nullptr;  // frees the staging buffers now, not with the Work
   finish(error);
+  if (future_->completed()) return;  // on the stream when issued: a later failure shows in wait()
   if (error) {
     future_->setError(error);
   } else {
@@ -84,6 +98,16 @@ void StrataWork::complete() {
 }
 
 bool StrataWork::wait(std::chrono::milliseconds timeout) {
+  if (on_stream_when_issued()) {
+    // No host wait, as ProcessGroupNCCL by default: the caller's stream waits for the call's.
+    // A failure known by now raises; a later one fails the next call (the group is aborted).
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (exception_) std::rethrow_exception(exception_);
+    }
+    stream_.order_current_stream_after();
+    return true;
+  }
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   if (!claimed_.load()) {

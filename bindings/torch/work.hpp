@@ -8,7 +8,10 @@
 // thread). Completing marks the future with the outputs (DDP's comm hooks chain on it) and ends
 // the profiler's record of the op. A call on CUDA tensors runs its finisher and marks its future
 // on the call's stream (call_stream.hpp): the future then knows the device, as torch's
-// CUDA-aware futures do, and wait() leaves the caller's current stream ordered after it.
+// CUDA-aware futures do, and wait() leaves the caller's current stream ordered after it. Every
+// such call but a receive is on the stream once issued (NCCL enqueued it; the staged path
+// returns with its output copies queued), so its finisher and future follow at once and wait()
+// does not block the host; a receive's output is written when it is waited on (staged path).
 #pragma once
 
 #include <atomic>
@@ -51,6 +54,8 @@ class StrataWork final : public c10d::Work {
   /// The sender of a completed receive (torch's Work._source_rank()).
   int sourceRank() const override;
 
+  /// A CUDA call other than a receive: all of it is queued on its stream when issued.
+  bool on_stream_when_issued() const;
   /// Runs the finisher and finishes the work (once; later calls return at once). Every
   /// operation must have completed.
   void complete();
