@@ -24,6 +24,8 @@ int device_of(const void* p, const ErrorContext& where, const char* what);
 void use_device(int d, const ErrorContext& where);
 /// Device d's UUID, unique across machines: ranks whose ids repeat share a GPU.
 std::string device_uuid(int d, const ErrorContext& where);
+/// How many CUDA devices this process sees (CUDA_VISIBLE_DEVICES applied).
+int device_count(const ErrorContext& where);
 
 /// A stream of the current device, owned: the communicator's own. It synchronises with the
 /// legacy default stream (cudaStreamDefault), as work issued without a stream expects.

@@ -31,4 +31,24 @@ Path choose_path(const std::vector<std::string>& uuids, bool have_nccl, std::str
   return have_nccl && shared.empty() ? Path::nccl : Path::staged;
 }
 
+std::string shared_gpu_advice(const std::vector<std::string>& uuids,
+                              const std::vector<int>& visible) {
+  std::map<std::string, std::vector<size_t>> ranks;  // GPU -> the ranks on it
+  for (size_t r = 0; r < uuids.size(); ++r) ranks[uuids[r]].push_back(r);
+  for (const auto& [gpu, on] : ranks) {
+    if (on.size() < 2) continue;
+    for (size_t r : on) {
+      if (visible.at(r) < 2) continue;
+      return "ranks " + std::to_string(on[0]) + " and " + std::to_string(on[1]) +
+             (on.size() > 2 ? " (and " + std::to_string(on.size() - 2) + " more)" : "") +
+             " share GPU " + gpu + " though rank " + std::to_string(r) + " sees " +
+             std::to_string(visible[r]) +
+             " GPUs: their device calls are staged through host memory, far slower than NCCL. "
+             "Give each rank its own GPU: cudaSetDevice(LOCAL_RANK % count), or "
+             "torch.cuda.set_device(local_rank), before the first device call";
+    }
+  }
+  return {};
+}
+
 }  // namespace strata::device

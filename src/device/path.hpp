@@ -20,4 +20,11 @@ enum class Path { nccl, staged };
 Path choose_path(const std::vector<std::string>& uuids, bool have_nccl, std::string_view forced,
                  const ErrorContext& where);
 
+/// The usual mistake behind a shared GPU, where it is one: ranks that share a GPU though one of
+/// them sees several (`visible[r]` devices: every rank left on device 0, no cudaSetDevice or
+/// torch.cuda.set_device by LOCAL_RANK). Empty where no GPU is shared or the sharers see one
+/// GPU each (a deliberate sharing: CUDA_VISIBLE_DEVICES, a one-GPU machine).
+std::string shared_gpu_advice(const std::vector<std::string>& uuids,
+                              const std::vector<int>& visible);
+
 }  // namespace strata::device

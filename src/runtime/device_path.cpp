@@ -4,11 +4,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <tuple>
 
 #include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/calls.hpp"
 #include "runtime/communicator_impl.hpp"
 #include "runtime/work_state.hpp"
@@ -25,15 +27,28 @@ DeviceGroup& setup(Group& g, int dev, const ErrorContext& where) {
   d->device = dev;
   device::use_device(dev, where);
   d->own = std::make_unique<device::OwnStream>(where);
+  // Each rank's block: its GPU's UUID (32 hex digits), then how many GPUs it sees.
   std::string id = device::device_uuid(dev, where);
+  id.resize(kUuidBytes / 2);
+  id += std::to_string(device::device_count(where));
   id.resize(kUuidBytes);
   std::string all(kUuidBytes * size_t(g.size), '\0');
   call(g, algo::Collective::all_gather,
        {.in = id.data(), .out = all.data(), .count = kUuidBytes, .dtype = DataType::u8})
       .wait();
   std::vector<std::string> uuids;
-  for (int r = 0; r < g.size; ++r) uuids.push_back(all.substr(size_t(r) * kUuidBytes, 32));
+  std::vector<int> visible;
+  for (int r = 0; r < g.size; ++r) {
+    const char* block = all.data() + size_t(r) * kUuidBytes;
+    uuids.emplace_back(block, 32);
+    visible.push_back(std::atoi(block + kUuidBytes / 2));
+  }
   d->path = device::choose_path(uuids, device::built(), config().device_path, where);
+  if (g.rank == 0) {
+    if (std::string advice = device::shared_gpu_advice(uuids, visible); !advice.empty()) {
+      STRATA_LOG(WARN, "DEVICE") << where.group << ": " << advice;
+    }
+  }
   if (d->path == device::Path::nccl) {
     device::NcclId nid{};
     if (g.rank == 0) nid = device::nccl_unique_id(where);

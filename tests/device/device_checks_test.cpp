@@ -66,6 +66,23 @@ TEST(DevicePath, DistinctGpusTakeNcclSharedOnesStage) {
   EXPECT_EQ(device::choose_path({"a", "b"}, true, "nccl", where), Path::nccl);
 }
 
+TEST(DevicePath, RanksLeftOnOneGpuOfSeveralAreToldToTakeTheirOwn) {
+  // Four ranks of an 8-GPU node, none of which set its device: all on GPU a.
+  const std::string advice = device::shared_gpu_advice({"a", "a", "a", "a"}, {8, 8, 8, 8});
+  EXPECT_NE(advice.find("ranks 0 and 1 (and 2 more) share GPU a though rank 0 sees 8 GPUs"),
+            std::string::npos)
+      << advice;
+  EXPECT_NE(advice.find("torch.cuda.set_device(local_rank)"), std::string::npos) << advice;
+  // Two pairs, the second one the mistake: named by its own ranks.
+  EXPECT_NE(device::shared_gpu_advice({"a", "b", "c", "b"}, {1, 2, 1, 2})
+                .find("ranks 1 and 3 share GPU b though rank 1 sees 2 GPUs"),
+            std::string::npos);
+  // Nothing to advise: every rank on its own GPU, or sharers that see one GPU each (a one-GPU
+  // machine, CUDA_VISIBLE_DEVICES given per rank).
+  EXPECT_EQ(device::shared_gpu_advice({"a", "b", "c"}, {8, 8, 8}), "");
+  EXPECT_EQ(device::shared_gpu_advice({"a", "a"}, {1, 1}), "");
+}
+
 TEST(DevicePath, ForcedNcclWhereItCannotRunIsRefused) {
   const ErrorContext where{.rank = 0, .group = "world", .op = "all_reduce"};
   expect_refused(

@@ -48,6 +48,12 @@ std::string device_uuid(int d, const ErrorContext& where) {
   return id;
 }
 
+int device_count(const ErrorContext& where) {
+  int n = 0;
+  check(cudaGetDeviceCount(&n), "cudaGetDeviceCount", where);
+  return n;
+}
+
 OwnStream::OwnStream(const ErrorContext& where) {
   cudaStream_t s;
   // Blocking: ordered after the legacy default stream's work, so that a plain cudaMemcpy (whose

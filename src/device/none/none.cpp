@@ -17,6 +17,7 @@ bool built() { return false; }
 int device_of(const void*, const ErrorContext& where, const char*) { refuse(where); }
 void use_device(int, const ErrorContext& where) { refuse(where); }
 std::string device_uuid(int, const ErrorContext& where) { refuse(where); }
+int device_count(const ErrorContext& where) { refuse(where); }
 OwnStream::OwnStream(const ErrorContext& where) { refuse(where); }
 OwnStream::~OwnStream() = default;
 Event::Event(const ErrorContext& where) { refuse(where); }
