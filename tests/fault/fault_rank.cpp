@@ -10,7 +10,9 @@
 //         but rank 1 sets up its part of the world, then acts as if it had seen rank 2 die: it
 //         reports rank 2 in the store and exits 3 while the others wait for it in the barrier
 //         that ends setup), dispatch (back-to-back all_to_allv of uneven blocks, as a MoE
-//         layer's token dispatch; the busiest rank receives about 256 KiB from each)
+//         layer's token dispatch; the busiest rank receives about 256 KiB from each), device
+//         (as collective, the data in GPU memory: the device path, staged where ranks share a
+//         GPU; exits 5 where there is none)
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +26,7 @@
 #include "bootstrap/job_env.hpp"
 #include "runtime/communicator_impl.hpp"
 #include "strata/strata.hpp"
+#include "tests/fault/fault_device.hpp"
 
 namespace {
 
@@ -78,7 +81,7 @@ int dispatch(strata::Communicator& world, const char* ready) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s collective|between|dispatch READY_FILE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s collective|between|dispatch|device READY_FILE\n", argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -91,11 +94,22 @@ int main(int argc, char** argv) {
     if (mode == "dispatch") return dispatch(world, argv[2]);
     const size_t count = between ? 1024 : (1u << 18);
     std::vector<int32_t> data(count);
-    world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();
+    // The device mode reduces a copy of `data` in GPU memory.
+    const bool device = mode == "device";
+    void* gpu = device ? fault_device::alloc(count * sizeof(int32_t)) : nullptr;
+    const strata::Buffer reduced =
+        device ? strata::Buffer{gpu, count, strata::DataType::i32, strata::MemoryKind::cuda}
+               : strata::buffer(data);
+    auto all_reduce = [&] {
+      if (device) fault_device::to_device(gpu, data.data(), count * sizeof(int32_t));
+      world.all_reduce(reduced, strata::ReduceOp::sum).wait();
+      if (device) fault_device::to_host(data.data(), gpu, count * sizeof(int32_t));
+    };
+    all_reduce();
     std::ofstream(argv[2]) << ::getpid() << "\n";
     for (int64_t iter = 0;; ++iter) {
       for (size_t i = 0; i < count; ++i) data[i] = int32_t((i + iter) % 1000) + world.rank();
-      world.all_reduce(strata::buffer(data), strata::ReduceOp::sum).wait();
+      all_reduce();
       // A survivor must never see wrong data, only an error.
       const int32_t ranks = world.size() * (world.size() - 1) / 2;
       for (size_t i = 0; i < count; ++i) {

@@ -10,6 +10,7 @@
 //               while the ranks meet (a job here is ready after 60-80 ms). The ranks' timeout is
 //               60 s, yet every survivor must fail within 2 s naming the victim: the store tells
 //               the ranks waiting for it that it is gone (issue 22). 30 repetitions.
+// Device: the collective in GPU memory (skipped without a GPU; 10 repetitions),
 // and Collective and Between again on two emulated nodes of two ranks (STRATA_NODE_ID), the
 // all-reduce forced hierarchical: a survivor waiting in its node's shared memory for a neighbour
 // must learn of a death that neighbour saw on its rail (10 repetitions each; UCX on TCP, as between
@@ -23,6 +24,7 @@
 // survivors finish.
 #include <random>
 
+#include "tests/fault/fault_device.hpp"
 #include "tests/fault/kill_harness.hpp"
 
 using namespace kill_harness;
@@ -99,6 +101,12 @@ TEST(KillRank, DuringDispatchOnTheNetworkPath) {
   ::setenv("STRATA_SHM", "0", 1);  // inherited by the ranks
   run_scenario("dispatch_net", "dispatch", false, 0, 10);
   ::unsetenv("STRATA_SHM");
+}
+// A rank dies while the others are in an all-reduce of GPU memory: on a one-GPU machine the four
+// ranks share it and the call is staged (its host legs see the death); skipped without a GPU.
+TEST(KillRank, DuringDeviceAllReduce) {
+  if (!fault_device::present()) GTEST_SKIP() << "no CUDA device";
+  run_scenario("device_all_reduce", "device", false, 0, 10);
 }
 TEST(KillRank, BetweenCollectives) { run_scenario("between", "between", false); }
 TEST(KillRank, InTheFirst100MsOfStartUp) { run_scenario("start_up", "collective", true, 0, 30); }
