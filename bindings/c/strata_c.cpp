@@ -154,6 +154,10 @@ strataResult_t strataCommAbort(strataComm_t comm) {
   });
 }
 
+strataResult_t strataCommCheckHealth(strataComm_t comm) {
+  return guarded("strataCommCheckHealth", [&] { comm_of(comm).check_health(); });
+}
+
 strataResult_t strataCommIssueFromThisThread(strataComm_t comm) {
   return guarded("strataCommIssueFromThisThread", [&] { comm_of(comm).issue_from_this_thread(); });
 }

@@ -193,6 +193,11 @@ void register_communicator(nb::module_& m) {
           },
           "Ends the group at once: pending and later operations fail with code 'aborted', the "
           "other ranks' with 'peer_failure' naming this rank.")
+      .def("check_health", &Communicator::check_health,
+           "Raises strata.Error with the failure this group has met (code 'peer_failure' or "
+           "'aborted', naming the rank) after a look that costs no message: a peer's process on "
+           "this machine gone, a failure notice, a broken connection. Returns None if there is "
+           "none; never waits for other ranks.")
       .def("issue_from_this_thread", &Communicator::issue_from_this_thread,
            "Collectives are issued by one thread per communicator, the one that created it (so "
            "that every rank issues them in one order); another thread's are refused with code "

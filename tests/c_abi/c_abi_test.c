@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <strata.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, nranks;
 
@@ -252,16 +253,27 @@ int main(void) {
   EXPECT_ERROR(strataCommInitRank(&none, nranks, id, 0), strataInvalidArgument,
                "not made by strataGetUniqueId");
 
-  /* abort: world rank 0 aborts `again`; the others' next operation fails naming it */
+  /* abort: world rank 0 aborts `again`; the others learn it from strataCommCheckHealth without an
+   * operation (within 10 s), and their next operation fails naming it too */
+  CHECK(strataCommCheckHealth(again)); /* healthy: nothing to report */
+  CHECK(strataBarrier(world, NULL));
   if (rank == 0) {
     CHECK(strataCommAbort(again));
   } else {
     float v[4] = {0};
-    strataResult_t r = strataAllReduce(v, v, 4, strataFloat, strataSum, again, NULL);
+    char culprit[64]; /* world rank 0 is rank nranks - 1 of `again` */
+    const time_t give_up = time(NULL) + 10;
+    strataResult_t r;
+    while ((r = strataCommCheckHealth(again)) == strataSuccess && time(NULL) < give_up) {
+    }
+    snprintf(culprit, sizeof culprit, "rank %d aborted", nranks - 1);
+    EXPECT(r == strataRemoteError || r == strataAborted, "check health after abort: %s",
+           strataGetErrorString(r));
+    EXPECT(strstr(strataGetLastError(), culprit) != NULL, "check health names %s: %s", culprit,
+           strataGetLastError());
+    r = strataAllReduce(v, v, 4, strataFloat, strataSum, again, NULL);
     EXPECT(r == strataRemoteError || r == strataAborted, "after abort: %s",
            strataGetErrorString(r));
-    char culprit[64]; /* world rank 0 is rank nranks - 1 of `again` */
-    snprintf(culprit, sizeof culprit, "rank %d aborted", nranks - 1);
     EXPECT(strstr(strataGetLastError(), culprit) != NULL, "names %s: %s", culprit,
            strataGetLastError());
     CHECK(strataCommDestroy(again));

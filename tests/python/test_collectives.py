@@ -542,6 +542,24 @@ def test_abort(world):
     world.barrier().wait()
 
 
+def test_check_health_learns_of_an_abort_without_an_operation(world):
+    # Rank 0 aborts a group of its own; the others learn it from check_health alone (a failure
+    # notice, no operation of theirs), within 10 s, naming rank 0.
+    sub = world.split(0, world.rank, timeout=20)
+    assert sub.check_health() is None  # healthy
+    world.barrier().wait()
+    if world.rank == 0:
+        sub.abort()
+    elif world.size > 1:
+        give_up = time.monotonic() + 10
+        with pytest.raises(strata.Error) as e:
+            while time.monotonic() < give_up:
+                sub.check_health()
+        assert e.value.code in ("peer_failure", "aborted"), e.value
+        assert e.value.peer == 0 and "rank 0" in str(e.value), e.value
+    world.barrier().wait()
+
+
 def test_another_threads_collective_is_refused_until_handed_over(world):
     # The world was made by the main thread: another thread's all_reduce is refused before it
     # moves anything; handed the issuing on every rank, that thread runs them; then back.

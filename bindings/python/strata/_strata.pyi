@@ -119,6 +119,11 @@ class Communicator:
         Ends the group at once: pending and later operations fail with code 'aborted', the other ranks' with 'peer_failure' naming this rank.
         """
 
+    def check_health(self) -> None:
+        """
+        Raises strata.Error with the failure this group has met (code 'peer_failure' or 'aborted', naming the rank) after a look that costs no message: a peer's process on this machine gone, a failure notice, a broken connection. Returns None if there is none; never waits for other ranks.
+        """
+
     def on_stream(self, stream: object) -> Communicator:
         """
         This communicator with its calls on CUDA tensors ordered on `stream` (a torch.cuda.Stream, or a cudaStream_t as an int; 0 is the legacy default stream) instead of the communicator's own, as NCCL orders them (docs/device.md). Host calls are unaffected; the copy shares this group.
