@@ -1,6 +1,6 @@
 """torch.distributed on the strata backend with CUDA tensors (docs/device.md): every operation
 against a reference each rank computes on the CPU, ordering on the caller's stream, CUDA-aware
-futures, host and device calls on one group, and DDP against gloo.
+futures, host and device calls on one group, DDP against gloo and FSDP2 against one process.
 
     PYTHONPATH=build/python build/bin/strata-run -n 2 ~/.cache/strata/venv/bin/python -m pytest -q \
         tests/torch/test_cuda.py
@@ -17,11 +17,14 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import strata.torch
 from test_collectives import (DTYPES, OPS, assert_equal, data, defined, rank, reduce_op, reference,
                               size)
+from test_training import assert_same, fresh, full_params, my_shard, params, train
 
 N = 1031  # odd, and more than one CUDA block
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -239,3 +242,17 @@ def test_ddp_on_cuda_reaches_gloos_parameters(device, gloo):
         # Two or four ranks' gradients summed in another order: a few units in the last place.
         torch.testing.assert_close(got[k].detach().cpu(), want[k].detach().cpu(),
                                    rtol=1e-5, atol=1e-6)
+
+
+@gpu
+@pytest.mark.parametrize("reshard", [True, False])
+def test_fsdp2_on_cuda_matches_one_process(device, reshard):
+    """FSDP2 on a CUDA device mesh (all_gather_into_tensor, reduce_scatter_tensor on the GPU)
+    reaches the parameters of one process training the whole batch (test_training's model)."""
+    want = params(train(fresh().to(device), lambda x: x.to(device)))
+    model = fresh().to(device)
+    mesh = init_device_mesh("cuda", (size(),))
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    assert_same(full_params(train(model, lambda x: my_shard(x).to(device))), want)
