@@ -157,6 +157,10 @@ struct Pending {
   std::function<strata::Work()> issue;
   strataWork* handle;  // null: no handle asked for
   bool blocks;         // no handle, on a host communicator: GroupEnd waits for it
+  // A send or receive on a device handle: GroupEnd issues those of one communicator together
+  // (Communicator::send_recv: one ncclGroupStart/End on NCCL), as NCCL's group does.
+  strata::Communicator* batch = nullptr;
+  strata::PeerOp op{};
 };
 extern thread_local int group_depth;
 extern thread_local std::vector<Pending> group_calls;
@@ -183,6 +187,14 @@ strataResult_t submit(const char* fn, strataComm_t comm, strataWork_t* work, Mak
       w.wait();
     }
   });
+}
+
+// After a send or receive was submitted: inside a group, on a device handle, it joins its
+// communicator's batch (Pending::batch).
+inline void join_batch(strataResult_t submitted, strataComm_t comm, const strata::PeerOp& op) {
+  if (submitted != strataSuccess || group_depth == 0 || !comm->device) return;
+  group_calls.back().batch = &comm->comm;
+  group_calls.back().op = op;
 }
 
 }  // namespace strata_c

@@ -187,7 +187,10 @@ strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatyp
 /* ---- groups: calls between Start and End are issued together at End ----
  * Inside a group nothing blocks: a call with a NULL work pointer completes by strataGroupEnd,
  * which waits for those; a call given a work pointer gets a handle that is valid at once and
- * becomes waitable after strataGroupEnd. Groups nest (only the outermost End issues). */
+ * becomes waitable after strataGroupEnd. Groups nest (only the outermost End issues). The
+ * sends and receives of one device handle (strataCommOnStream) go together, as NCCL's grouped
+ * calls: on NCCL inside one ncclGroupStart/End, so a ring of sends before receives cannot
+ * deadlock. */
 strataResult_t strataGroupStart(void);
 strataResult_t strataGroupEnd(void);
 

@@ -192,20 +192,41 @@ strataResult_t strataGroupEnd(void) {
   strataResult_t first = strataSuccess;
   std::string first_error;
   std::vector<strata::Work> blocking;
-  for (Pending& p : calls) {
-    strataResult_t r = guarded("strataGroupEnd", [&] {
-      strata::Work w = p.issue();
-      if (p.handle) {
-        p.handle->work = w;
-      } else if (p.blocks) {
-        blocking.push_back(w);
-      }
-    });
+  auto issued = [&](Pending& p, strataResult_t r, const strata::Work& w) {
     if (p.handle) {
+      p.handle->work = w;
       p.handle->issued = true;
       if (r != strataSuccess) p.handle->failed = r, p.handle->error = last_error;
+    } else if (p.blocks && r == strataSuccess) {
+      blocking.push_back(w);
     }
     if (r != strataSuccess && first == strataSuccess) first = r, first_error = last_error;
+  };
+  std::vector<bool> batched(calls.size(), false);  // issued with an earlier call's batch
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (batched[i]) continue;
+    Pending& p = calls[i];
+    if (p.batch) {
+      // The device sends and receives of this communicator, issued together where its first
+      // one stood.
+      std::vector<size_t> members;
+      std::vector<strata::PeerOp> ops;
+      for (size_t j = i; j < calls.size(); ++j) {
+        if (calls[j].batch != p.batch) continue;
+        members.push_back(j);
+        ops.push_back(calls[j].op);
+        batched[j] = true;
+      }
+      std::vector<strata::Work> works;
+      const strataResult_t r = guarded("strataGroupEnd", [&] { works = p.batch->send_recv(ops); });
+      for (size_t k = 0; k < members.size(); ++k) {
+        issued(calls[members[k]], r, r == strataSuccess ? works[k] : strata::Work());
+      }
+      continue;
+    }
+    strata::Work w;
+    const strataResult_t r = guarded("strataGroupEnd", [&] { w = p.issue(); });
+    issued(p, r, w);
   }
   for (strata::Work& w : blocking) {
     strataResult_t r = guarded("strataGroupEnd", [&] { w.wait(); });

@@ -127,18 +127,22 @@ strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work) {
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
-  return submit("strataSend", comm, work, [&] {
+  const strataResult_t r = submit("strataSend", comm, work, [&] {
     auto& c = comm_of(comm);
     return [&c, in = buf(comm, sendbuff, count, datatype), peer] { return c.send(in, peer); };
   });
+  join_batch(r, comm, {strata::PeerOp::send, buf(comm, sendbuff, count, datatype), peer});
+  return r;
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
-  return submit("strataRecv", comm, work, [&] {
+  const strataResult_t r = submit("strataRecv", comm, work, [&] {
     auto& c = comm_of(comm);
     return [&c, out = buf(comm, recvbuff, count, datatype), peer] { return c.recv(out, peer); };
   });
+  join_batch(r, comm, {strata::PeerOp::recv, buf(comm, recvbuff, count, datatype), peer});
+  return r;
 }
 
 }  // extern "C"

@@ -133,11 +133,8 @@ WorkPtr ProcessGroupStrata::reduce(std::vector<at::Tensor>& tensors,
 WorkPtr ProcessGroupStrata::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   TORCH_CHECK_VALUE(tag >= 0, "strata send: negative tag ", tag);
   const at::Tensor t = single(tensors, "send").contiguous();
-  return run(OpType::SEND, "strata:send", tensors, {}, c10d::kUnsetTimeout,
-             [&](StrataWork& w, Communicator& c) {
-               w.add(c.send(view(t, "send"), dst, uint32_t(tag)));
-               w.on_success([t] {});
-             });
+  return peer_op(OpType::SEND, "strata:send", {t},
+                 {PeerOp::send, view(t, "send"), dst, uint32_t(tag)}, [t] {});
 }
 
 WorkPtr ProcessGroupStrata::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
@@ -153,11 +150,59 @@ WorkPtr ProcessGroupStrata::receive(std::vector<at::Tensor>& tensors, int src, i
   TORCH_CHECK_VALUE(tag >= 0, "strata recv: negative tag ", tag);
   Staged t(single(tensors, "recv"), "recv");
   // The profiler records a receive with its tensor's shape, as gloo does.
-  return run(type, title, tensors, tensors, c10d::kUnsetTimeout,
-             [&](StrataWork& w, Communicator& c) {
-               w.add(c.recv(t.buffer(), src, uint32_t(tag)));
-               w.on_success([t] { t.finish(); });
-             });
+  return peer_op(type, title, tensors, {PeerOp::recv, t.buffer(), src, uint32_t(tag)},
+                 [t] { t.finish(); });
+}
+
+WorkPtr ProcessGroupStrata::peer_op(OpType type, const char* title,
+                                    const std::vector<at::Tensor>& tensors, PeerOp op,
+                                    std::function<void()> finisher) {
+  const bool sends = op.kind == PeerOp::send;
+  if (!coalescing_) {
+    return run(
+        type, title, tensors, sends ? std::vector<at::Tensor>{} : tensors, c10d::kUnsetTimeout,
+        [&](StrataWork& w, Communicator& c) {
+          w.add(sends ? c.send(op.buffer, op.peer, op.tag) : c.recv(op.buffer, op.peer, op.tag));
+          w.on_success(std::move(finisher));
+        });
+  }
+  auto work = c10::make_intrusive<StrataWork>(
+      getRank(), type, title, tensors, sends ? std::vector<at::Tensor>{} : tensors,
+      deadline(c10d::kUnsetTimeout), CallStream(call_device(tensors, {}, title)));
+  work->on_success(std::move(finisher));
+  kept_.push_back({work, op, tensors[0]});
+  return work;
+}
+
+void ProcessGroupStrata::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "strata: startCoalescing() twice without endCoalescing()");
+  coalescing_ = true;
+}
+
+WorkPtr ProcessGroupStrata::endCoalescing() {
+  TORCH_CHECK(coalescing_, "strata: endCoalescing() without startCoalescing()");
+  coalescing_ = false;
+  std::vector<Kept> kept = std::move(kept_);
+  std::vector<strata::Work> before = std::move(coalesced_);
+  kept_.clear();
+  coalesced_.clear();
+  std::vector<PeerOp> ops;
+  std::vector<at::Tensor> sent, received;
+  for (const Kept& k : kept) {
+    ops.push_back(k.op);
+    (k.op.kind == PeerOp::send ? sent : received).push_back(k.tensor);
+  }
+  WorkPtr all = run(OpType::COALESCED, "strata:coalesced", sent, received, c10d::kUnsetTimeout,
+                    [&](StrataWork& w, Communicator& c) {
+                      for (const strata::Work& b : before) w.add(b);
+                      std::vector<strata::Work> works = c.send_recv(ops);
+                      for (size_t i = 0; i < works.size(); ++i) {
+                        kept[i].work->add(works[i]);
+                        w.add(works[i]);
+                      }
+                    });
+  for (const Kept& k : kept) k.work->issued(completer_->queue());
+  return all;
 }
 
 WorkPtr ProcessGroupStrata::barrier(const c10d::BarrierOptions& opts) {

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -84,6 +85,14 @@ class ProcessGroupStrata final : public c10d::Backend {
   /// Rank 0 names the ranks that did not arrive within the timeout (monitored_barrier.cpp).
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
+  /// Coalescing, as ProcessGroupNCCL's (batch_isend_irecv, _coalescing_manager): the sends and
+  /// receives between start and end are issued together at the end (Communicator::send_recv:
+  /// one ncclGroupStart/End on the NCCL path, so a ring of sends before receives cannot
+  /// deadlock), and the end's work completes when every operation issued since the start has.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
  private:
   /// Builds the work, lets `issue` add its Strata operations and finisher, and returns it;
   /// an error while issuing is raised as torch's (ValueError for bad arguments).
@@ -96,6 +105,10 @@ class ProcessGroupStrata final : public c10d::Backend {
   /// recv and recvAnysource (`src` kAnySource).
   c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int src, int tag,
                                          c10d::OpType type, const char* title);
+  /// A send or receive: issued now, or while coalescing kept for endCoalescing.
+  c10::intrusive_ptr<c10d::Work> peer_op(c10d::OpType type, const char* title,
+                                         const std::vector<at::Tensor>& tensors, PeerOp op,
+                                         std::function<void()> finisher);
   /// One tensor per rank and per call, as torch's CPU backends take it.
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) const;
 
@@ -103,6 +116,16 @@ class ProcessGroupStrata final : public c10d::Backend {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Completer> completer_ = std::make_unique<Completer>();
   std::mutex issue_mu_;  // run(): one thread issues at a time
+  // Between startCoalescing and endCoalescing: the sends and receives kept (their works handed
+  // out already), and the operations issued meanwhile, which the end's work waits for.
+  struct Kept {
+    c10::intrusive_ptr<StrataWork> work;
+    PeerOp op;
+    at::Tensor tensor;
+  };
+  bool coalescing_ = false;
+  std::vector<Kept> kept_;
+  std::vector<strata::Work> coalesced_;
   std::atomic<uint64_t> seq_{0};
   strata::Work last_;  // the last operation issued
 };
@@ -135,6 +158,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType type, const 
   }
   ++seq_;
   last_ = work->last_operation();
+  if (coalescing_) {
+    for (const strata::Work& w : work->operations()) coalesced_.push_back(w);
+  }
   work->issued(completer_->queue());
   return work;
 }

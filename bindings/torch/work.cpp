@@ -34,7 +34,8 @@ StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
 
 bool StrataWork::on_stream_when_issued() const {
   const auto type = retrieveOpType();
-  return stream_.cuda() && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE;
+  return stream_.cuda() && type != c10d::OpType::RECV && type != c10d::OpType::RECVANYSOURCE &&
+         type != c10d::OpType::COALESCED;
 }
 
 void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {

@@ -40,6 +40,7 @@ class StrataWork final : public c10d::Work {
   /// Issuing, on the caller's thread: the Strata operations, then the finisher.
   void add(strata::Work w) { works_.push_back(std::move(w)); }
   void on_success(std::function<void()> finisher) { finisher_ = std::move(finisher); }
+  const std::vector<strata::Work>& operations() const { return works_; }
   /// The operation that finishes last (a finished one when there is none).
   strata::Work last_operation() const { return works_.empty() ? strata::Work() : works_.back(); }
   /// After issuing: completes at once if Strata already has, otherwise hands the work to
@@ -54,7 +55,8 @@ class StrataWork final : public c10d::Work {
   /// The sender of a completed receive (torch's Work._source_rank()).
   int sourceRank() const override;
 
-  /// A CUDA call other than a receive: all of it is queued on its stream when issued.
+  /// A CUDA call other than a receive (or a coalesced batch, which may hold receives): all of
+  /// it is queued on its stream when issued.
   bool on_stream_when_issued() const;
   /// Runs the finisher and finishes the work (once; later calls return at once). Every
   /// operation must have completed.

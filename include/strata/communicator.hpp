@@ -40,6 +40,15 @@ struct CommOptions {
 /// any other overlap is an error. The caller keeps buffers alive until the Work completes.
 ///
 /// Copies of a Communicator share one underlying group.
+/// One send or receive of Communicator::send_recv.
+struct PeerOp {
+  enum Kind : uint8_t { send, recv };
+  Kind kind = send;
+  Buffer buffer;  ///< the input of a send, the output of a receive
+  int peer = 0;   ///< a rank of the group (kAnySource for a host receive)
+  uint32_t tag = 0;
+};
+
 class Communicator {
  public:
   /// Joins the job described by the environment: Open MPI (`mpirun`, OMPI_COMM_WORLD_*) or
@@ -92,6 +101,14 @@ class Communicator {
   /// `peer` may be kAnySource: the first message with `tag` from any rank; Work::source() then
   /// says which rank sent it.
   Work recv(Buffer output, int peer, uint32_t tag = 0);
+  /// Sends and receives that progress together, as NCCL's grouped ncclSend and ncclRecv: where
+  /// the group's device calls go by NCCL, the CUDA ones are issued inside one
+  /// ncclGroupStart/End, so that a ring in which every rank sends before it receives cannot
+  /// deadlock (one by one, each send would wait for a receive queued behind its peer's own
+  /// send). Host buffers, and CUDA ones on the staged path, go as send() and recv() would: they
+  /// progress together anyway. Every op is checked before any is issued. Returns one Work per
+  /// op, in order. Any thread, like send and recv.
+  std::vector<Work> send_recv(const std::vector<PeerOp>& ops);
   /// Completes when every rank has entered it.
   Work barrier();
 

@@ -336,6 +336,32 @@ Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
   return c.point_to_point(false, out, peer, tag);
 }
 
+std::vector<Work> Communicator::send_recv(const std::vector<PeerOp>& ops) {
+  auto& c = checked(impl_);
+  std::vector<PeerOp> device;  // CUDA buffers: issued together (runtime/device_path.hpp)
+  runtime::Placement at{};
+  for (const PeerOp& op : ops) {  // every op checked before any moves
+    const bool sends = op.kind == PeerOp::send;
+    runtime::Checker check = c.checker(sends ? "send" : "recv", op.peer);
+    if (sends || op.peer != kAnySource) check.peer(op.peer, c.size, "peer");
+    check.buffer(op.buffer, sends ? "input" : "output");
+    if (op.buffer.memory == MemoryKind::cuda && device.empty()) {
+      at = place(check, has_stream_, stream_, op.buffer);
+    }
+    if (op.buffer.memory == MemoryKind::cuda) device.push_back(op);
+  }
+  std::vector<Work> device_works =
+      device.empty() ? std::vector<Work>{} : runtime::device_send_recv(c, device, at);
+  std::vector<Work> works;
+  size_t next_device = 0;
+  for (const PeerOp& op : ops) {
+    works.push_back(op.buffer.memory == MemoryKind::cuda
+                        ? device_works[next_device++]
+                        : c.point_to_point(op.kind == PeerOp::send, op.buffer, op.peer, op.tag));
+  }
+  return works;
+}
+
 Work Communicator::barrier() {
   return runtime::call(checked(impl_), algo::Collective::barrier, {});
 }

@@ -170,6 +170,18 @@ Work nccl_work(Group& g, const ErrorContext& where, Buffer data, device::Stream 
       [dg] { dg->nccl->abort(); });
 }
 
+// What NCCL's send and receive cannot take, refused before anything is enqueued.
+void check_nccl_peer_op(const Buffer& b, int peer, uint32_t tag, const ErrorContext& where) {
+  if (tag != 0 || peer == kAnySource) {
+    throw Error(ErrorCode::invalid_argument, where,
+                "NCCL's sends and receives have no tags and no any-source receive: tag 0 and a "
+                "named peer only on the device path");
+  }
+  if (const std::string refused = device::nccl_refuses(b.dtype); !refused.empty()) {
+    throw Error(ErrorCode::invalid_argument, where, refused);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<DeviceGroup> split_device(Group& parent, int color, int key,
@@ -282,14 +294,7 @@ Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t 
                      if (copied->done(where)) st.complete(nullptr, Clock::now());
                    });
   }
-  if (tag != 0 || peer == kAnySource) {
-    throw Error(ErrorCode::invalid_argument, where,
-                "NCCL's sends and receives have no tags and no any-source receive: tag 0 and a "
-                "named peer only on the device path");
-  }
-  if (const std::string refused = device::nccl_refuses(b.dtype); !refused.empty()) {
-    throw Error(ErrorCode::invalid_argument, where, refused);
-  }
+  check_nccl_peer_op(b, peer, tag, where);
   const device::Stream s = g.device->stream(at);
   device::Nccl& nccl = *g.device->nccl;
   if (is_send) {
@@ -298,6 +303,42 @@ Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t 
     nccl.recv(b.data, b.count, b.dtype, peer, s);
   }
   return nccl_work(g, where, b, s, peer);
+}
+
+std::vector<Work> device_send_recv(Group& g, const std::vector<PeerOp>& ops, const Placement& at) {
+  if (!g.device || g.device->path == device::Path::staged) {
+    std::vector<Work> works;  // staged: each on its own, as they progress together anyway
+    for (const PeerOp& op : ops) {
+      works.push_back(
+          device_point_to_point(g, op.kind == PeerOp::send, op.buffer, op.peer, op.tag, at));
+    }
+    return works;
+  }
+  // NCCL: every op checked, then all of them inside one group.
+  for (const PeerOp& op : ops) {
+    const char* name = op.kind == PeerOp::send ? "send" : "recv";
+    const ErrorContext where = g.context(name, op.peer);
+    device::use_device(call_device(g, name, op.buffer.data, nullptr), where);
+    check_nccl_peer_op(op.buffer, op.peer, op.tag, where);
+  }
+  const device::Stream s = g.device->stream(at);
+  device::Nccl& nccl = *g.device->nccl;
+  nccl.group_start();
+  for (const PeerOp& op : ops) {
+    const Buffer& b = op.buffer;
+    if (op.kind == PeerOp::send) {
+      nccl.send(b.data, b.count, b.dtype, op.peer, s);
+    } else {
+      nccl.recv(b.data, b.count, b.dtype, op.peer, s);
+    }
+  }
+  nccl.group_end();
+  std::vector<Work> works;
+  for (const PeerOp& op : ops) {
+    works.push_back(nccl_work(g, g.context(op.kind == PeerOp::send ? "send" : "recv", op.peer),
+                              op.buffer, s, op.peer));
+  }
+  return works;
 }
 
 void wait_event(const device::Event& e, Clock::time_point deadline, const ErrorContext& where) {

@@ -77,6 +77,9 @@ Work device_call(Group& g, algo::Collective c, const algo::Args& a, const Placem
 /// receive's output written when its Work is waited on or tested.
 Work device_point_to_point(Group& g, bool is_send, Buffer b, int peer, uint32_t tag,
                            const Placement& at);
+/// Sends and receives of CUDA buffers issued together (Communicator::send_recv): inside one
+/// ncclGroupStart/End where the group is on NCCL, each on its own when staged.
+std::vector<Work> device_send_recv(Group& g, const std::vector<PeerOp>& ops, const Placement& at);
 /// Staged collective (runtime/device_staged.cpp): copies, host algorithms, copies back; returns
 /// once the output is written on the stream.
 Work staged_call(Group& g, DeviceGroup& d, algo::Collective c, const algo::Args& a,

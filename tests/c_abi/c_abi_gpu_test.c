@@ -1,7 +1,8 @@
 /* The C ABI on CUDA memory (docs/bindings.md, docs/device.md): a strataCommOnStream handle on the
  * caller's non-blocking stream; an all-reduce enqueued with a NULL work between two copies on
  * that stream (read back with no host synchronise between the call and the copy), an all-gather
- * whose work is waited on; values against the host. One rank per GPU goes by NCCL, ranks sharing
+ * whose work is waited on, a ring of sends and receives in one strataGroupStart/End; values
+ * against the host. One rank per GPU goes by NCCL, ranks sharing
  * one are staged. Exits 0 with "no CUDA device" where there is none. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -69,6 +70,27 @@ int main(void) {
       if (out[r * N + i] != (float)((r + 1) * (i % 7))) {
         fprintf(stderr, "rank %d: all-gather block %d element %d: %g\n", rank, r, i,
                 out[r * N + i]);
+        return 1;
+      }
+    }
+  }
+  { /* a ring of sends before receives in one group: on NCCL, one ncclGroupStart/End */
+    const int prev = (rank + nranks - 1) % nranks;
+    strataWork_t ring[2];
+    CUDA(cudaMemcpyAsync(d, in, sizeof in, cudaMemcpyHostToDevice, stream));
+    CHECK(strataGroupStart());
+    CHECK(strataSend(d, N, strataFloat32, (rank + 1) % nranks, dev, &ring[0]));
+    CHECK(strataRecv(gathered, N, strataFloat32, prev, dev, &ring[1]));
+    CHECK(strataGroupEnd());
+    for (i = 0; i < 2; ++i) {
+      CHECK(strataWorkWait(ring[i]));
+      CHECK(strataWorkFree(ring[i]));
+    }
+    CUDA(cudaMemcpyAsync(out, gathered, sizeof in, cudaMemcpyDeviceToHost, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    for (i = 0; i < N; ++i) {
+      if (out[i] != (float)((prev + 1) * (i % 7))) {
+        fprintf(stderr, "rank %d: grouped ring element %d: %g\n", rank, i, out[i]);
         return 1;
       }
     }

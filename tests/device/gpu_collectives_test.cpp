@@ -176,6 +176,24 @@ TEST(GpuCollectives, SendAndReceiveAroundTheRing) {
   EXPECT_EQ(mp::compare(gpu::down(out, n * 4).data(), pattern(dt, n, prev).data(), dt, n), "");
 }
 
+// send_recv: every rank sends before it receives, in one batch (on NCCL inside one
+// ncclGroupStart/End: one rank here, sending to itself; staged on several).
+TEST(GpuCollectives, SendRecvBatchRing) {
+  STRATA_NEED_GPU();
+  auto& w = mp::world();
+  const size_t n = 100003;
+  const DataType dt = DataType::f32;
+  gpu::DeviceMemory in(n * 4), out(n * 4), one(4);
+  gpu::up(one, pattern(dt, 1, 0));
+  w.all_reduce(one.view(dt, 1), ReduceOp::sum).wait();  // sets up the device path (NCCL or not)
+  gpu::up(in, pattern(dt, n, w.rank()));
+  const int next = (w.rank() + 1) % w.size(), prev = (w.rank() + w.size() - 1) % w.size();
+  std::vector<Work> works = w.send_recv(
+      {{PeerOp::send, in.view(dt, n), next, 0}, {PeerOp::recv, out.view(dt, n), prev, 0}});
+  for (Work& x : works) x.wait();
+  EXPECT_EQ(mp::compare(gpu::down(out, n * 4).data(), pattern(dt, n, prev).data(), dt, n), "");
+}
+
 // On NCCL a split group's NCCL communicator comes from its parent's by ncclCommSplit, made
 // with the group (a rank passing a negative color takes part and gets nothing); staged groups
 // set up at their first device call. Values against the members' inputs either way.

@@ -25,6 +25,39 @@ TEST(PointToPoint, RingExchangeBothDirections) {
   }
 }
 
+// send_recv: a ring in which every rank sends before it receives, one batch per rank, and a
+// batch with a bad op refused whole before anything moves.
+TEST(PointToPoint, SendRecvBatchRing) {
+  auto& w = mp::world();
+  const int n = w.size(), me = w.rank();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  const size_t count = size_t(1) << 20;  // 4 MiB: past any eager size
+  std::vector<int32_t> out(count), in(count, -1);
+  for (size_t i = 0; i < count; ++i) out[i] = int32_t(me * 7919 + int64_t(i) % 100003);
+  std::vector<Work> works =
+      w.send_recv({{PeerOp::send, buffer(out), right, 3}, {PeerOp::recv, buffer(in), left, 3}});
+  ASSERT_EQ(works.size(), 2u);
+  for (Work& x : works) x.wait();
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(in[i], int32_t(left * 7919 + int64_t(i) % 100003)) << "element " << i;
+  }
+  // The second op names a rank out of range: refused, and the first was not issued either (the
+  // ring after it matches its own messages only).
+  std::vector<int32_t> stray = {42};
+  mp::expect_error(
+      [&] {
+        w.send_recv({{PeerOp::send, buffer(stray), right, 4}, {PeerOp::recv, buffer(in), n, 4}});
+      },
+      ErrorCode::invalid_argument, {"recv", "peer"});
+  std::vector<int32_t> mine = {me}, theirs = {-1};
+  for (Work& x : w.send_recv(
+           {{PeerOp::send, buffer(mine), right, 4}, {PeerOp::recv, buffer(theirs), left, 4}})) {
+    x.wait();
+  }
+  EXPECT_EQ(theirs[0], left) << "a refused batch sent its first op";
+  w.barrier().wait();
+}
+
 TEST(PointToPoint, SameTagMatchesInIssueOrder) {
   auto& w = mp::world();
   if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";

@@ -298,6 +298,31 @@ def test_send_recv_ring_and_batch_isend_irecv():
     assert torch.equal(got, data(prv + 5, N, torch.float32))
 
 
+def test_coalescing_manager_waits_for_what_it_holds():
+    """supports_coalescing: batch_isend_irecv's sends and receives go together at the end
+    (one batch), and the end's work covers the collectives issued inside the manager."""
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    assert dist.group.WORLD._get_backend(torch.device("cpu")).supports_coalescing
+    big = [data(rank() + k, 1 << 18, torch.float32) for k in range(2)]
+    with _coalescing_manager(device=torch.device("cpu"), async_ops=True) as cm:
+        for t in big:
+            dist.all_reduce(t)
+    cm.wait()
+    for k, t in enumerate(big):
+        assert_equal(t, reference("SUM", [data(r + k, 1 << 18, torch.float32)
+                                          for r in range(size())], torch.float32))
+    nxt, prv = (rank() + 1) % size(), (rank() - 1) % size()
+    got = [torch.zeros(1 << 18) for _ in range(2)]
+    ops = [dist.P2POp(dist.isend, data(rank() + 9, 1 << 18, torch.float32), nxt),
+           dist.P2POp(dist.isend, data(rank() + 10, 1 << 18, torch.float32), prv),
+           dist.P2POp(dist.irecv, got[0], prv), dist.P2POp(dist.irecv, got[1], nxt)]
+    works = dist.batch_isend_irecv(ops)
+    assert len(works) == 1  # the end's work, as with nccl
+    works[0].wait()
+    assert torch.equal(got[0], data(prv + 9, 1 << 18, torch.float32))
+    assert torch.equal(got[1], data(nxt + 10, 1 << 18, torch.float32))
+
+
 def test_send_recv_tags_match_their_own_messages():
     if size() < 2:
         pytest.skip("needs 2 ranks")

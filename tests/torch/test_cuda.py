@@ -165,6 +165,21 @@ def test_send_recv_ring(device):
 
 
 @gpu
+def test_batch_isend_irecv_ring_of_sends_before_receives(device):
+    """One batch (startCoalescing ... endCoalescing): on NCCL one ncclGroupStart/End, so the
+    ring cannot deadlock however large the messages."""
+    n, r = size(), rank()
+    if n == 1:
+        pytest.skip("torch refuses a send to this rank itself")
+    got = torch.empty(1 << 22, device=device)
+    ops = [dist.P2POp(dist.isend, torch.full((1 << 22,), float(r), device=device), (r + 1) % n),
+           dist.P2POp(dist.irecv, got, (r - 1) % n)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(got.cpu(), torch.full((1 << 22,), float((r - 1) % n)))
+
+
+@gpu
 def test_calls_order_on_the_current_stream_without_a_synchronise(device):
     """Input written late on a side stream, the output read on it: both in order, no host wait."""
     side = torch.cuda.Stream()
