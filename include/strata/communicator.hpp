@@ -24,6 +24,15 @@ struct CommOptions {
   std::chrono::milliseconds timeout{0};
 };
 
+/// One send or receive of Communicator::send_recv.
+struct PeerOp {
+  enum Kind : uint8_t { send, recv };
+  Kind kind = send;
+  Buffer buffer;  ///< the input of a send, the output of a receive
+  int peer = 0;   ///< a rank of the group (kAnySource for a host receive)
+  uint32_t tag = 0;
+};
+
 /// A group of `size()` ranks. Operations return a Work handle at once; operations on one
 /// communicator complete in the order they were issued (many may be outstanding), and different
 /// communicators progress independently. Arguments are checked before any byte moves; a bad call
@@ -40,15 +49,6 @@ struct CommOptions {
 /// any other overlap is an error. The caller keeps buffers alive until the Work completes.
 ///
 /// Copies of a Communicator share one underlying group.
-/// One send or receive of Communicator::send_recv.
-struct PeerOp {
-  enum Kind : uint8_t { send, recv };
-  Kind kind = send;
-  Buffer buffer;  ///< the input of a send, the output of a receive
-  int peer = 0;   ///< a rank of the group (kAnySource for a host receive)
-  uint32_t tag = 0;
-};
-
 class Communicator {
  public:
   /// Joins the job described by the environment: Open MPI (`mpirun`, OMPI_COMM_WORLD_*) or
