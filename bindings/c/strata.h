@@ -128,9 +128,9 @@ strataResult_t strataCommDestroy(strataComm_t comm);
  * strataRemoteError naming this rank on the others. Then frees it. */
 strataResult_t strataCommAbort(strataComm_t comm);
 /* strataSuccess, or the failure the group has met (strataRemoteError or strataAborted, the last
- * error naming the rank that died or aborted): found by a look that costs no message (a peer's process on this
- * machine gone, a failure notice, a broken connection), never waiting for other ranks. For a
- * caller between operations that wants to know early. Any thread. */
+ * error naming the rank that died or aborted): found by a look that costs no message (a peer's
+ * process on this machine gone, a failure notice, a broken connection), never waiting for other
+ * ranks. For a caller between operations that wants to know early. Any thread. */
 strataResult_t strataCommCheckHealth(strataComm_t comm);
 /* Collectives on a communicator are issued by one thread, the one that created it, so that every
  * rank issues them in one order; another thread's fail with strataInvalidArgument naming both
