@@ -10,8 +10,13 @@
 #include "runtime/calls.hpp"
 #include "runtime/communicator_impl.hpp"
 #include "runtime/device_path.hpp"
+#include "runtime/entry_checks.hpp"
 
 namespace strata {
+
+using runtime::checked;
+using runtime::place;
+
 namespace {
 
 uint8_t* at(const Buffer& b, size_t elements) {
@@ -31,6 +36,10 @@ void root_checks(Communicator::Impl& c, const char* op, int root, Buffer data, i
   }
 }
 
+}  // namespace
+
+namespace runtime {
+
 Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
   if (!impl) {
     throw Error(ErrorCode::invalid_argument, {},
@@ -40,10 +49,7 @@ Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
   return *impl;
 }
 
-// Where a call's buffers live: one kind for the whole call. A buffer of 0 elements (a
-// non-root's ignored one) does not count.
-runtime::Placement place(const runtime::Checker& check, bool has_stream, void* stream, Buffer a,
-                         Buffer b = {}) {
+Placement place(const Checker& check, bool has_stream, void* stream, Buffer a, Buffer b) {
   const bool a_counts = a.count > 0, b_counts = b.count > 0;
   if (a_counts && b_counts && a.memory != b.memory) {
     check.fail(std::string("input is ") + (a.memory == MemoryKind::cuda ? "CUDA device" : "host") +
@@ -54,7 +60,7 @@ runtime::Placement place(const runtime::Checker& check, bool has_stream, void* s
   return {m, has_stream, stream};
 }
 
-}  // namespace
+}  // namespace runtime
 
 Communicator Communicator::on_stream(void* cuda_stream) const {
   Communicator c(impl_);
@@ -310,56 +316,6 @@ Work Communicator::scatter(Buffer in, Buffer out, int root) {
       c, algo::Collective::scatter,
       {.in = in.data, .out = out.data, .count = out.count, .dtype = out.dtype, .root = root},
       placed);
-}
-
-Work Communicator::send(Buffer in, int peer, uint32_t tag) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("send", peer);
-  check.peer(peer, c.size, "peer");
-  check.buffer(in, "input");
-  if (in.memory == MemoryKind::cuda) {
-    return runtime::device_point_to_point(c, true, in, peer, tag,
-                                          place(check, has_stream_, stream_, in));
-  }
-  return c.point_to_point(true, in, peer, tag);
-}
-
-Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("recv", peer);
-  if (peer != kAnySource) check.peer(peer, c.size, "peer");
-  check.buffer(out, "output");
-  if (out.memory == MemoryKind::cuda) {
-    return runtime::device_point_to_point(c, false, out, peer, tag,
-                                          place(check, has_stream_, stream_, out));
-  }
-  return c.point_to_point(false, out, peer, tag);
-}
-
-std::vector<Work> Communicator::send_recv(const std::vector<PeerOp>& ops) {
-  auto& c = checked(impl_);
-  std::vector<PeerOp> device;  // CUDA buffers: issued together (runtime/device_path.hpp)
-  runtime::Placement at{};
-  for (const PeerOp& op : ops) {  // every op checked before any moves
-    const bool sends = op.kind == PeerOp::send;
-    runtime::Checker check = c.checker(sends ? "send" : "recv", op.peer);
-    if (sends || op.peer != kAnySource) check.peer(op.peer, c.size, "peer");
-    check.buffer(op.buffer, sends ? "input" : "output");
-    if (op.buffer.memory == MemoryKind::cuda && device.empty()) {
-      at = place(check, has_stream_, stream_, op.buffer);
-    }
-    if (op.buffer.memory == MemoryKind::cuda) device.push_back(op);
-  }
-  std::vector<Work> device_works =
-      device.empty() ? std::vector<Work>{} : runtime::device_send_recv(c, device, at);
-  std::vector<Work> works;
-  size_t next_device = 0;
-  for (const PeerOp& op : ops) {
-    works.push_back(op.buffer.memory == MemoryKind::cuda
-                        ? device_works[next_device++]
-                        : c.point_to_point(op.kind == PeerOp::send, op.buffer, op.peer, op.tag));
-  }
-  return works;
 }
 
 Work Communicator::barrier() {

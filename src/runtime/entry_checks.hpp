@@ -1,0 +1,21 @@
+// What every public Communicator call does first (runtime/communicator.cpp and
+// runtime/point_to_point.cpp): find the communicator's state, and where the call's buffers live.
+#pragma once
+
+#include <memory>
+
+#include "runtime/argument_checks.hpp"
+#include "runtime/communicator_impl.hpp"
+#include "runtime/device_path.hpp"
+
+namespace strata::runtime {
+
+/// `impl`, or a clear error for an empty Communicator (default-constructed, or split with a
+/// negative color).
+Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl);
+
+/// Where a call's buffers live: one kind for the whole call (`check` fails a call that mixes
+/// host and CUDA memory). A buffer of 0 elements (a non-root's ignored one) does not count.
+Placement place(const Checker& check, bool has_stream, void* stream, Buffer a, Buffer b = {});
+
+}  // namespace strata::runtime
