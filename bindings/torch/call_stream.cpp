@@ -66,6 +66,11 @@ void CallStream::run(const std::function<void()>& f) const {
   }
   c10::StreamGuard on(impl_->stream);  // sets the device too
   f();
+}
+
+void CallStream::end_with(const std::function<void()>& f) const {
+  run(f);
+  if (!impl_) return;
   std::lock_guard<std::mutex> l(impl_->mu);
   impl_->end.record(impl_->stream);
 }

@@ -35,11 +35,13 @@ class CallStream {
   void* native() const;
   /// The devices a torch Future holding the call's outputs must know: {} or {cuda:d}.
   std::vector<c10::Device> devices() const;
-  /// Runs `f` with the call's device and stream current (plainly for a CPU call), then records
-  /// the end event on the stream.
+  /// Runs `f` with the call's device and stream current (plainly for a CPU call).
   void run(const std::function<void()>& f) const;
+  /// run(f), then records the end event on the stream: `f` is the call's last work there (the
+  /// copies back and the future), so the event is recorded once a call.
+  void end_with(const std::function<void()>& f) const;
   /// Makes the calling thread's current stream of the device wait for the end event (what
-  /// run() last recorded); no host wait.
+  /// end_with() last recorded); no host wait.
   void order_current_stream_after() const;
 
  private:

@@ -43,7 +43,7 @@ void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
     // The copies back and the future follow on the stream now, as ProcessGroupNCCL completes
     // its futures: nobody waits on the host. The staging tensors may go now: they were made on
     // this stream, so the caching allocator reuses them only after what is queued on it.
-    stream_.run([&] {
+    stream_.end_with([&] {
       if (finisher_) finisher_();
       future_->markCompleted(c10::IValue(outputs_));
     });
@@ -82,8 +82,13 @@ void StrataWork::complete() {
   try {
     for (const strata::Work& w : works_) w.wait();
     // On a CUDA call's stream, after the collective: copies into the user's tensors, then the
-    // end event wait() orders the caller's stream after.
-    if (finisher_) stream_.run(finisher_);
+    // end event wait() orders the caller's stream after (issued() did both for a call on the
+    // stream once issued). Recorded before finish() wakes a waiter.
+    if (!on_stream_when_issued()) {
+      stream_.end_with([&] {
+        if (finisher_) finisher_();
+      });
+    }
   } catch (...) {
     error = torch_exception(std::current_exception());
   }
