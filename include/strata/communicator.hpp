@@ -33,6 +33,31 @@ struct PeerOp {
   uint32_t tag = 0;
 };
 
+/// Host memory that every rank of a group on one node maps (Communicator::alloc_symmetric):
+/// all_gather, all_to_all and all_to_allv read an input lying in it from the owner's memory, one
+/// copy where other buffers take two (staged through the shared segment), as NCCL's registered
+/// windows and torch's symmetric memory do for GPUs. Use it like any buffer, for input, output
+/// or neither; the memory goes with the last copy of the handle (the group may go first). Free
+/// it on every rank after its last call: a rank that has freed its part no longer maps the
+/// others', and a call that needs them fails on both sides, naming the buffer.
+class SymmetricBuffer {
+ public:
+  SymmetricBuffer() = default;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  explicit operator bool() const { return holder_ != nullptr; }
+
+ private:
+  friend class Communicator;
+  std::shared_ptr<void> holder_;  // the mapping (src/shm/window.hpp)
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 /// A group of `size()` ranks. Operations return a Work handle at once; operations on one
 /// communicator complete in the order they were issued (many may be outstanding), and different
 /// communicators progress independently. Arguments are checked before any byte moves; a bad call
@@ -111,6 +136,13 @@ class Communicator {
   std::vector<Work> send_recv(const std::vector<PeerOp>& ops);
   /// Completes when every rank has entered it.
   Work barrier();
+
+  /// Collective: `bytes` of zeroed host memory on every rank (every rank passes the same size;
+  /// 0 is allowed), mapped by the others when the whole group shares one node and
+  /// STRATA_SHM is on; elsewhere plain memory that collectives take as any other. Throws
+  /// strata::Error on every rank, naming the rank, when sizes differ or a rank cannot make or
+  /// map its part.
+  SymmetricBuffer alloc_symmetric(size_t bytes);
 
   /// This communicator with its device calls ordered on `cuda_stream` (a cudaStream_t; nullptr
   /// is the legacy default stream) instead of the communicator's own: a call on CUDA buffers

@@ -70,6 +70,10 @@ class Communicator::Impl {
   void abort(const std::string& why = {});
   /// Next split's sequence number (every rank calls split in the same order).
   uint64_t next_split() { return split_seq_++; }
+  /// Next symmetric buffer's number, from 1 (every rank allocates them in the same order).
+  uint32_t next_window() { return ++window_seq_; }
+  /// The group's shared segment: null unless every rank is on this node (and STRATA_SHM).
+  shm::Segment* segment() { return shm_.get(); }
 
   const int rank;
   const int size;
@@ -108,6 +112,7 @@ class Communicator::Impl {
   std::atomic<uint64_t> coll_seq_{0};
   std::atomic<uint64_t> p2p_seq_{0};
   uint64_t split_seq_ = 0;
+  uint32_t window_seq_ = 0;
 };
 
 namespace runtime {

@@ -8,8 +8,14 @@
 // carries the next staging buffers' worth of every stream, and a receiver copies out the part of
 // each sender's stream that is its block. Rounds are as many as the longest stream needs, so a
 // skewed exchange (one hot receiver) takes no more rounds than its biggest sender's bytes.
+//
+// A sender whose input lies in a symmetric buffer (window.hpp) stages no stream: its first
+// stamp names where the input lies, its header carries its send displacements, and every
+// receiver copies its block from there in the first round; the rounds are then as many as the
+// longest staged stream needs. Such a sender returns once every peer has consumed the rounds.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/copy_kernel.hpp"
@@ -19,13 +25,15 @@
 namespace strata::shm {
 namespace {
 
-// A rank's header: its n send counts, then its n receive counts (elements).
-size_t header_bytes(int n) { return (2 * size_t(n) * sizeof(uint64_t) + 63) / 64 * 64; }
+// A rank's header: its n send counts, its n receive counts, then its n send displacements
+// (elements; read only where its input lies in a symmetric buffer).
+size_t header_bytes(int n) { return (3 * size_t(n) * sizeof(uint64_t) + 63) / 64 * 64; }
 
 // The count matrix every rank reads from the headers: send[i * n + j] elements from i to j.
 struct Matrix {
   int n;
   std::vector<uint64_t> send, recv;  // recv[j * n + i]: what j expects from i
+  std::vector<uint64_t> displ;       // displ[i * n + j]: where i's block for j starts
   uint64_t sent(int i, int j) const { return send[size_t(i) * size_t(n) + size_t(j)]; }
   uint64_t expected(int j, int i) const { return recv[size_t(j) * size_t(n) + size_t(i)]; }
   /// Bytes of rank i's stream before its block for j (its blocks for the others, in rank order).
@@ -86,18 +94,24 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
     my_stream += j == r ? 0 : send_counts[j] * es;
   }
   auto put = stream_results(s, my_stream, my_in) ? kernels::copy_streaming : kernels::copy;
-  StagingCopy stage(c.write_modes.all_to_allv, my_stream, s.oversubscribed());
+  size_t extent = 0;  // of the input, bytes
+  for (int j = 0; j < n; ++j) extent = std::max(extent, (send_displs[j] + send_counts[j]) * es);
+  const Windows::Found direct = s.windows().find(src, extent);  // peers read it where it lies
+  std::optional<StagingCopy> stage;
+  if (!direct.id) stage.emplace(c.write_modes.all_to_allv, my_stream, s.oversubscribed());
+  std::shared_ptr<Window> held;
   // Stamped with no size: the ranks' sizes differ, and the header carries the counts.
   const Expect e{Kind::all_to_allv, 0, c.call};
   // This rank's part of stream round [base, base + cap), staged at `at`.
   std::vector<uint64_t> my_offset(size_t(n) + 1, 0);
   for (int j = 0; j < n; ++j) my_offset[j + 1] = my_offset[j] + (j == r ? 0 : send_counts[j] * es);
   auto stage_round = [&](uint8_t* at, uint64_t base, uint64_t cap) {
-    for (int j = 0; j < n; ++j) {
+    for (int j = 0; j < n && stage; ++j) {
       if (j == r) continue;
       const Piece p = overlap(my_offset[j], send_counts[j] * es, base, cap);
       if (!p.empty()) {
-        stage(at + (p.lo - base), src + send_displs[j] * es + (p.lo - my_offset[j]), p.hi - p.lo);
+        (*stage)(at + (p.lo - base), src + send_displs[j] * es + (p.lo - my_offset[j]),
+                 p.hi - p.lo);
       }
     }
   };
@@ -107,28 +121,44 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
   wait_buffer_free(s, first0, c.deadline, c.where);
   uint8_t* mine0 = s.buffer(r, first0);
   auto* head = reinterpret_cast<uint64_t*>(mine0);
-  for (int j = 0; j < n; ++j) head[j] = send_counts[j], head[n + j] = recv_counts[j];
+  for (int j = 0; j < n; ++j) {
+    head[j] = send_counts[j], head[n + j] = recv_counts[j], head[2 * n + j] = send_displs[j];
+  }
   const uint64_t cap0 = chunk - header;
   stage_round(mine0 + header, 0, cap0);
-  publish_written(s, first0, e);
-  Matrix m{n, std::vector<uint64_t>(size_t(n) * n), std::vector<uint64_t>(size_t(n) * n)};
+  publish_written(s, first0, e, direct.id ? direct_source(direct.id, direct.offset) : 0);
+  const size_t nn = size_t(n) * size_t(n);
+  Matrix m{n, std::vector<uint64_t>(nn), std::vector<uint64_t>(nn), std::vector<uint64_t>(nn)};
   for (int j = 0; j < n; ++j) {
     if (j != r) wait_written(s, j, first0, e, c.deadline, c.where);
     const auto* theirs = reinterpret_cast<const uint64_t*>(s.buffer(j, first0));
     std::copy(theirs, theirs + n, m.send.begin() + ptrdiff_t(j) * n);
     std::copy(theirs + n, theirs + 2 * n, m.recv.begin() + ptrdiff_t(j) * n);
+    std::copy(theirs + 2 * n, theirs + 3 * n, m.displ.begin() + ptrdiff_t(j) * n);
   }
   if (const Disagreement d = disagreement(m, r); !d.what.empty()) {
     give_up(s, d.peer, c.where, d.what);  // every rank finds the same pair
   }
   std::memcpy(dst + recv_displs[r] * es, src + send_displs[r] * es, send_counts[r] * es);
-  uint64_t longest = 0;
+  uint64_t longest = 0;  // of the staged streams
   std::vector<uint64_t> from(static_cast<size_t>(n)),
-      len(static_cast<size_t>(n));  // mine in each stream
+      len(static_cast<size_t>(n));  // mine in each staged stream
   for (int j = 0; j < n; ++j) {
+    if (j == r) {
+      if (!direct.id) longest = std::max(longest, m.stream(j, es));
+      continue;
+    }
+    // A sender whose stamp names its symmetric buffer: my block, straight from there.
+    const size_t mine = recv_counts[j] * es;
+    const uint8_t* there =
+        written_data(s, j, first0, nullptr, m.displ[size_t(j) * n + r] * es, held, c.where);
+    if (there) {
+      put(dst + recv_displs[j] * es, there, mine);
+      continue;
+    }
     longest = std::max(longest, m.stream(j, es));
     from[j] = m.offset(j, r, es);
-    len[j] = j == r ? 0 : recv_counts[j] * es;
+    len[j] = mine;
   }
   // Copies out what round [base, base + cap) holds for this rank, senders' data at `data(j)`.
   auto take = [&](uint64_t last, uint64_t base, uint64_t cap, auto data) {
@@ -158,7 +188,8 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
     publish(s, &SlotHeader::consumed, last + 1);
     base += cap;
   }
-  stage.done();
+  if (stage) stage->done();
+  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
 }
 
 }  // namespace strata::shm

@@ -2,6 +2,7 @@
 // copies what it needs straight out of the writers' slots. No reduction, one copy in, one out.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/copy_kernel.hpp"
 #include "shm/collectives.hpp"
@@ -16,24 +17,28 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  StagingCopy stage(c.write_modes.all_gather, bytes * n, s.oversubscribed());
+  const Windows::Found direct = s.windows().find(src, bytes);  // peers read it where it lies
+  std::optional<StagingCopy> stage;
+  if (!direct.id) stage.emplace(c.write_modes.all_gather, bytes * n, s.oversubscribed());
+  std::shared_ptr<Window> held;
   const Expect e{Kind::all_gather, bytes, c.call};
   size_t off = 0;
   do {  // at least one chunk, even of 0 bytes (collectives.hpp)
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_buffer_free(c.seg, seq, c.deadline, c.where);
-    stage(s.buffer(r, seq), src + off, k);
-    publish_written(s, seq, e);
+    if (stage) (*stage)(s.buffer(r, seq), src + off, k);
+    publish_written(s, seq, e, direct.id ? direct_source(direct.id, direct.offset + off) : 0);
     if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_written(s, j, seq, e, c.deadline, c.where);
-      put(dst + j * bytes + off, s.buffer(j, seq), k);
+      put(dst + j * bytes + off, written_data(s, j, seq, s.buffer(j, seq), 0, held, c.where), k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   } while ((off += per_chunk) < bytes);
-  stage.done();
+  if (stage) stage->done();
+  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
 }
 
 // All-to-all rounds span several staging buffers (contiguous): every round all ranks must meet.
@@ -56,7 +61,10 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   auto put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  StagingCopy stage(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
+  const Windows::Found direct = s.windows().find(src, n * bytes);  // peers read it where it lies
+  std::optional<StagingCopy> stage;
+  if (!direct.id) stage.emplace(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
+  std::shared_ptr<Window> held;
   const Expect e{Kind::all_to_all, bytes, c.call};
   size_t off = 0;
   do {  // at least one round, even of 0 bytes (collectives.hpp)
@@ -68,20 +76,24 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
     s.next_chunk += span;
     wait_buffer_free(c.seg, last, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, first);
-    for (int j = 0; j < n; ++j) {
-      if (j != r) stage(mine + j * k, src + j * bytes + off, k);
+    for (int j = 0; j < n && stage; ++j) {
+      if (j != r) (*stage)(mine + j * k, src + j * bytes + off, k);
     }
-    publish_written(s, last, e);
+    // Staged, block j of the round is at j * k of the round's buffers; unstaged, reader j finds
+    // its block j * bytes after the round's start in the writer's input.
+    publish_written(s, last, e, direct.id ? direct_source(direct.id, direct.offset + off) : 0);
     put(dst + r * bytes + off, src + r * bytes + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_written(s, j, last, e, c.deadline, c.where);
-      put(dst + j * bytes + off, s.buffer(j, first) + r * k, k);
+      put(dst + j * bytes + off,
+          written_data(s, j, last, s.buffer(j, first) + r * k, r * bytes, held, c.where), k);
     }
     publish(s, &SlotHeader::consumed, last + 1);
     off += k;
   } while (off < bytes);
-  stage.done();
+  if (stage) stage->done();
+  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
 }
 
 // Only the root stages data, but on the first chunk every rank stamps its call and checks every

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shm/window.hpp"
 #include "strata/error.hpp"
 #include "strata/store.hpp"
 #include "transport/watchdog.hpp"
@@ -51,6 +52,9 @@ struct Stamp {
   std::atomic<uint64_t> bytes{0};  ///< the collective's bytes per rank
   std::atomic<uint32_t> kind{0};   ///< which collective (Kind, sync.hpp)
   std::atomic<uint32_t> call{0};   ///< its dtype, reduction and root (call_word, sync.hpp)
+  /// 0: the chunk is in the buffer; else it lies in the writer's symmetric buffer, unstaged
+  /// (window.hpp; packed by direct_source, sync.hpp).
+  std::atomic<uint64_t> source{0};
 };
 
 struct SlotHeader {
@@ -89,6 +93,9 @@ class Segment {
   /// Staging buffer `index` (taken modulo depth) of `rank`'s slot.
   uint8_t* buffer(int rank, uint64_t index);
 
+  /// The group's symmetric buffers (window.hpp).
+  Windows& windows() { return windows_; }
+
   /// Consulted by waits that sleep (transport/watchdog.hpp); not owned, may be null.
   void set_watchdog(transport::Watchdog* w) { watchdog_ = w; }
   transport::Watchdog* watchdog() const { return watchdog_; }
@@ -98,6 +105,8 @@ class Segment {
   uint64_t next_chunk = 0;
   /// Tiny collectives (one cache line each) so far by this rank, counted apart from chunks.
   uint64_t next_line = 0;
+  /// Chunks this rank has read unstaged, from peers' symmetric buffers (tests look).
+  uint64_t direct_reads = 0;
 
  private:
   int rank_, size_;
@@ -109,6 +118,7 @@ class Segment {
   size_t total_bytes_;
   uint8_t* base_ = nullptr;
   transport::Watchdog* watchdog_ = nullptr;
+  Windows windows_;
 };
 
 }  // namespace strata::shm

@@ -250,13 +250,32 @@ bool line_ready(Segment& s, int rank, uint64_t number, const Expect& e) {
          line.what.load(std::memory_order_relaxed) == line_what(e);
 }
 
-void publish_written(Segment& s, uint64_t chunk, const Expect& e) {
+void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source) {
   auto& st = s.header(s.rank()).stamps[chunk % uint64_t(s.depth())];
   st.chunk.store(chunk, std::memory_order_relaxed);
   st.bytes.store(e.bytes, std::memory_order_relaxed);
   st.kind.store(uint32_t(e.kind), std::memory_order_relaxed);
   st.call.store(e.call, std::memory_order_relaxed);
+  st.source.store(source, std::memory_order_relaxed);
   publish(s, &SlotHeader::written, chunk + 1);  // releases the stamp with it
+}
+
+const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t* staged,
+                            size_t skip, std::shared_ptr<Window>& held, const ErrorContext& where) {
+  const uint64_t source =
+      s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(std::memory_order_relaxed);
+  if (source == 0) return staged;
+  const auto window = uint32_t(source >> 40);
+  const size_t offset = size_t(source & ((uint64_t(1) << 40) - 1));
+  if (!held || held->id() != window) held = s.windows().get(window);
+  if (!held || !held->part(rank)) {
+    give_up(s, rank, where,
+            "rank " + std::to_string(rank) + "'s input lies in its symmetric buffer #" +
+                std::to_string(window) + ", which rank " + std::to_string(s.rank()) +
+                " no longer holds (free a symmetric buffer on every rank, after its last call)");
+  }
+  ++s.direct_reads;
+  return held->part(rank) + offset + skip;
 }
 
 bool buffer_free(Segment& s, uint64_t chunk) {

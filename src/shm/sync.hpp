@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "shm/segment.hpp"
@@ -48,8 +49,22 @@ struct Expect {
 uint32_t call_word(DataType dt, int reduce, int root);
 
 /// Stamps staging buffer `chunk` with `e`, then publishes it (written = chunk + 1). A rank may
-/// stamp a chunk without staging data in it, so that peers can check what it called.
-void publish_written(Segment& s, uint64_t chunk, const Expect& e);
+/// stamp a chunk without staging data in it, so that peers can check what it called. `source`:
+/// 0 when the chunk is staged, else direct_source(...) of where it lies unstaged.
+void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source = 0);
+
+/// Stamp::source of a chunk left at `offset` of this rank's symmetric buffer `window`.
+inline uint64_t direct_source(uint32_t window, size_t offset) {
+  return uint64_t(window) << 40 | uint64_t(offset);
+}
+
+/// Where to read `rank`'s chunk `chunk` once wait_written returned: `staged` (in its staging
+/// buffers) if its stamp says so, else `skip` bytes on from where the chunk lies in its
+/// symmetric buffer (an all-to-all reader's own block). `held` keeps the window looked up, for
+/// the next chunk. A window this rank no longer holds fails the collective on every rank
+/// (give_up), naming it.
+const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t* staged,
+                            size_t skip, std::shared_ptr<Window>& held, const ErrorContext& where);
 
 /// Waits until `rank` has staged `chunk`, then checks its stamp against `e`; on a mismatch marks
 /// this rank as having given up and throws (invalid_argument, naming `rank` and both calls).
