@@ -72,6 +72,8 @@ void register_errors(nb::module_& m);
 void register_communicator(nb::module_& m);
 void register_topology(nb::module_& m);
 void register_mesh(nb::module_& m);
+/// Communicator.alloc_symmetric (after register_communicator).
+void register_symmetric(nb::module_& m);
 /// JobTopology::gather(comm) as a dict (collective over comm).
 nb::dict gather_job_topology(Communicator& comm);
 

@@ -380,6 +380,7 @@ NB_MODULE(_strata, m) {
         "hwloc, libxml2.");
   strata::py::register_errors(m);
   strata::py::register_communicator(m);
+  strata::py::register_symmetric(m);
   strata::py::register_mesh(m);
   strata::py::register_topology(m);
 }

@@ -313,3 +313,27 @@ def test_another_threads_collective_is_refused_until_handed_over(world):
     np.testing.assert_array_equal(seen["sum"], np.full(4, float(world.size)))
     sub.issue_from_this_thread()
     sub.barrier().wait()
+
+
+def test_symmetric_buffer_is_read_by_peers_where_it_lies(world):
+    # alloc_symmetric's array, viewed as int32: an all_gather from a slice of it and an
+    # all_to_all of all of it, checked element by element; the array owns the memory.
+    rank, size = world.rank, world.size
+    raw = world.alloc_symmetric(4 * N * size)
+    assert raw.dtype == np.uint8 and raw.nbytes == 4 * N * size and not raw.any()
+    a = raw.view(np.int32)
+    a[:] = [rank * 1000 + i for i in range(N * size)]
+    out = np.zeros(N * size, np.int32)
+    world.all_gather(a[:N], out).wait()
+    np.testing.assert_array_equal(out, np.concatenate([j * 1000 + np.arange(N) for j in range(size)]))
+    world.all_to_all(a, out).wait()
+    np.testing.assert_array_equal(
+        out, np.concatenate([j * 1000 + rank * N + np.arange(N) for j in range(size)]))
+    ref = weakref.ref(raw)
+    del a, raw
+    gc.collect()
+    assert ref() is None
+    if size > 1:
+        with pytest.raises(strata.Error, match="every rank allocates the same"):
+            world.alloc_symmetric(64 + rank)
+    world.barrier().wait()

@@ -119,6 +119,11 @@ class Communicator:
         Ends the group at once: pending and later operations fail with code 'aborted', the other ranks' with 'peer_failure' naming this rank.
         """
 
+    def alloc_symmetric(self, nbytes: int) -> Any:
+        """
+        Collective: `nbytes` of zeroed memory as a numpy uint8 array (view it as any dtype), mapped by the other ranks when the group shares one node: all_gather, all_to_all and all_to_allv read an input lying in it from its owner's memory, one copy instead of two. Every rank passes the same size; drop it on every rank after its last call.
+        """
+
     def check_health(self) -> None:
         """
         Raises strata.Error with the failure this group has met (code 'peer_failure' or 'aborted', naming the rank) after a look that costs no message: a peer's process on this machine gone, a failure notice, a broken connection. Returns None if there is none; never waits for other ranks.
