@@ -138,12 +138,17 @@ size_t Case::out_count() const {
   }
 }
 
+void rewrite(const strata::Buffer& b) {
+  auto* p = static_cast<volatile uint8_t*>(b.data);
+  for (size_t i = 0; i < b.bytes(); i += 64) p[i] = uint8_t(p[i] + 1);
+}
+
 bool Case::supported() const {
   return !(in_place &&
            (coll == Coll::all_to_all || coll == Coll::all_to_allv || coll == Coll::sendrecv));
 }
 
-strata::Buffer Case::input(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const {
+strata::Buffer Case::input(std::span<uint8_t> a, std::span<uint8_t> b) const {
   const size_t es = strata::dtype_size(dtype);
   if (!in_place) return {a.data(), in_count(), dtype};
   if (coll == Coll::all_gather) return {b.data() + rank * in_count() * es, in_count(), dtype};
@@ -151,7 +156,7 @@ strata::Buffer Case::input(std::vector<uint8_t>& a, std::vector<uint8_t>& b) con
   return {b.data(), in_count(), dtype};
 }
 
-strata::Buffer Case::output(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const {
+strata::Buffer Case::output(std::span<uint8_t> a, std::span<uint8_t> b) const {
   const size_t es = strata::dtype_size(dtype);
   if (in_place && coll == Coll::reduce_scatter) {
     return {a.data() + rank * out_count() * es, out_count(), dtype};

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "perf_options.hpp"
 #include "strata/strata.hpp"
 
 namespace perf {
+
+/// Stores to every cache line of `b` (each line's first byte incremented): what a step that
+/// produces new data does to a collective's input before the call (--fresh).
+void rewrite(const strata::Buffer& b);
 
 struct Case {
   Coll coll;
@@ -35,8 +40,8 @@ struct Case {
   size_t bytes() const { return count * strata::dtype_size(dtype); }
 
   /// Input and output views into the two benchmark buffers (`a` holds the input unless in place).
-  strata::Buffer input(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const;
-  strata::Buffer output(std::vector<uint8_t>& a, std::vector<uint8_t>& b) const;
+  strata::Buffer input(std::span<uint8_t> a, std::span<uint8_t> b) const;
+  strata::Buffer output(std::span<uint8_t> a, std::span<uint8_t> b) const;
   strata::Work issue(strata::Communicator& c, strata::Buffer in, strata::Buffer out) const;
 
   /// Writes this rank's test input; returns the number of wrong output elements after one run.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,8 @@ class DeviceBuffers {
   DeviceBuffers(const DeviceBuffers&) = delete;
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
   /// The device view at the offset `host` has in host buffer a or b.
-  strata::Buffer mirror(strata::Buffer host, const std::vector<uint8_t>& a,
-                        const std::vector<uint8_t>& b) const;
+  strata::Buffer mirror(strata::Buffer host, std::span<const uint8_t> a,
+                        std::span<const uint8_t> b) const;
   /// "NVIDIA H200 (device 0)".
   std::string name() const;
 

@@ -107,8 +107,8 @@ DeviceBuffers::~DeviceBuffers() {
   cudaFree(b_);
 }
 
-strata::Buffer DeviceBuffers::mirror(strata::Buffer host, const std::vector<uint8_t>& a,
-                                     const std::vector<uint8_t>& b) const {
+strata::Buffer DeviceBuffers::mirror(strata::Buffer host, std::span<const uint8_t> a,
+                                     std::span<const uint8_t> b) const {
   const auto* p = static_cast<const uint8_t*>(host.data);
   const bool in_a = p >= a.data() && p <= a.data() + a.size();
   uint8_t* base = in_a ? a_ + (p - a.data()) : b_ + (p - b.data());

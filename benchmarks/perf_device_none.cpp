@@ -9,8 +9,8 @@ DeviceBuffers::DeviceBuffers(size_t, size_t) {
   throw std::runtime_error("--device cuda: this strata-perf was built without CUDA and NCCL");
 }
 DeviceBuffers::~DeviceBuffers() = default;
-strata::Buffer DeviceBuffers::mirror(strata::Buffer host, const std::vector<uint8_t>&,
-                                     const std::vector<uint8_t>&) const {
+strata::Buffer DeviceBuffers::mirror(strata::Buffer host, std::span<const uint8_t>,
+                                     std::span<const uint8_t>) const {
   return host;
 }
 std::string DeviceBuffers::name() const { return {}; }

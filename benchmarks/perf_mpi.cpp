@@ -42,7 +42,7 @@ std::optional<MPI_Op> mpi_op(strata::ReduceOp op) {
 }  // namespace
 
 std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer out, int warmup,
-                               int iters) {
+                               int iters, bool fresh) {
   auto t = mpi_type(c.dtype);
   auto op = mpi_op(c.op);
   if (!t || (has_op(c.coll) && !op)) return std::nullopt;
@@ -90,7 +90,10 @@ std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer 
   for (int i = 0; i < warmup; ++i) once();
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) once();
+  for (int i = 0; i < iters; ++i) {
+    if (fresh) rewrite(in);
+    once();
+  }
   double us = (MPI_Wtime() - t0) * 1e6 / iters, worst = 0;
   MPI_Allreduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return worst;

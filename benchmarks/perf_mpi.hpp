@@ -8,8 +8,9 @@
 namespace perf {
 
 /// Average microseconds per call (max over ranks) of the MPI equivalent of `c` (out-of-place),
-/// or nullopt when MPI has no equivalent (f16/bf16 dtypes, avg).
+/// or nullopt when MPI has no equivalent (f16/bf16 dtypes, avg). `fresh`: the input rewritten
+/// before every call (--fresh), timed with it.
 std::optional<double> time_mpi(const Case& c, strata::Buffer in, strata::Buffer out, int warmup,
-                               int iters);
+                               int iters, bool fresh);
 
 }  // namespace perf

@@ -153,6 +153,13 @@ std::string usage() {
          "                  divided by Open MPI's, so above 1 means Strata is faster\n"
          "  --device cuda   the buffers in CUDA device memory, one GPU per rank by LOCAL_RANK\n"
          "                  (ranks sharing a GPU take the staged path: docs/device.md)\n"
+         "  --fresh         every rank rewrites its input (a store per cache line) before every\n"
+         "                  call, timed with it, Open MPI's too; calls are blocking. Without\n"
+         "                  it a path that reads peers' inputs in place (-R 2) finds them in\n"
+         "                  its cache from the last call, as no step that makes new data would\n"
+         "  -R 2            host buffers from Communicator::alloc_symmetric, which the ranks of\n"
+         "                  a node read from each other unstaged (all_gather, all_to_all); as\n"
+         "                  nccl-tests' -R 2. Open MPI (--compare mpi) times the same memory\n"
          "  --compare nccl  with --device cuda: also time raw NCCL on the same buffers and print\n"
          "                  vs_nccl (NCCL's time / Strata's out-of-place time, above 1: Strata\n"
          "                  faster; N/A where ranks share a GPU, which NCCL refuses)\n"
@@ -177,6 +184,10 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
   }
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--fresh") {  // the one flag without a value
+      o.fresh = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       error = flag + ": missing value";
       return std::nullopt;
@@ -219,6 +230,9 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     } else if (flag == "--compare") {
       if (v != "mpi" && v != "nccl") return bad("a peer to compare with (mpi, nccl)");
       (v == "mpi" ? o.compare_mpi : o.compare_nccl) = true;
+    } else if (flag == "-R") {
+      if (v != "0" && v != "2") return bad("0 (plain buffers) or 2 (symmetric buffers)");
+      o.symmetric = v == "2";
     } else if (flag == "--device") {
       if (v != "cuda" && v != "host") return bad("a memory to run on (host, cuda)");
       o.device = v == "cuda";
@@ -241,6 +255,10 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
   }
   if (o.compare_nccl && !o.device) {
     error = "--compare nccl needs --device cuda";
+    return std::nullopt;
+  }
+  if (o.symmetric && o.device) {
+    error = "-R 2 makes host buffers: not with --device cuda";
     return std::nullopt;
   }
   if (o.compare_mpi && o.device) {

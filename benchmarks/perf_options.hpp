@@ -38,6 +38,13 @@ struct Options {
   bool compare_nccl = false;
   /// --device cuda: the buffers in CUDA device memory (docs/device.md).
   bool device = false;
+  /// -R 2: host buffers from Communicator::alloc_symmetric (nccl-tests' -R 2, symmetric
+  /// registration).
+  bool symmetric = false;
+  /// --fresh: every rank rewrites its input before every call (timed with it, for both
+  /// libraries; calls are then blocking): as a training step produces new data, so that no
+  /// peer's cached copy of an unchanged input flatters a path that reads it in place.
+  bool fresh = false;
   std::string json, plot;
 };
 

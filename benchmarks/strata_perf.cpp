@@ -49,8 +49,9 @@ double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in,
   auto t0 = Clock::now();
   strata::Work last;
   for (int i = 0; i < o.iters; ++i) {
+    if (o.fresh) rewrite(in);
     last = c.issue(comm, in, out);
-    if (o.blocking) last.wait();
+    if (o.blocking || o.fresh) last.wait();
   }
   last.wait();  // operations on one communicator complete in issue order
   double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / o.iters;
@@ -59,8 +60,8 @@ double time_strata(strata::Communicator& comm, const Case& c, strata::Buffer in,
 
 // `dev`: the buffers' device twins (--device cuda), which the calls then use; the checks fill
 // and read the host buffers, copied across.
-Measure run_placement(strata::Communicator& comm, Case c, std::vector<uint8_t>& a,
-                      std::vector<uint8_t>& b, const Options& o, const DeviceBuffers* dev) {
+Measure run_placement(strata::Communicator& comm, Case c, std::span<uint8_t> a,
+                      std::span<uint8_t> b, const Options& o, const DeviceBuffers* dev) {
   if (!c.supported()) return Measure{false};
   const strata::Buffer host_in = c.input(a, b), host_out = c.output(a, b);
   const strata::Buffer in = dev ? dev->mirror(host_in, a, b) : host_in;
@@ -192,7 +193,22 @@ int main(int argc, char** argv) {
     comm.barrier().wait();
     // all_to_allv's most popular rank receives up to every rank's whole input.
     const size_t out_bytes = o.coll == Coll::all_to_allv ? size_t(n) * o.max_bytes : o.max_bytes;
-    std::vector<uint8_t> a(o.max_bytes + 64), b(out_bytes + 64);
+    // -R 2: from Communicator::alloc_symmetric, which peers on the node read unstaged.
+    std::vector<uint8_t> a_plain, b_plain;
+    strata::SymmetricBuffer a_sym, b_sym;
+    std::span<uint8_t> a, b;
+    if (o.symmetric) {
+      a_sym = comm.alloc_symmetric(o.max_bytes + 64);
+      b_sym = comm.alloc_symmetric(out_bytes + 64);
+      a = {a_sym.as<uint8_t>(), a_sym.bytes()};
+      b = {b_sym.as<uint8_t>(), b_sym.bytes()};
+      if (rank == 0) std::printf("# symmetric buffers (-R 2)\n");
+    } else {
+      a_plain.resize(o.max_bytes + 64);
+      b_plain.resize(out_bytes + 64);
+      a = a_plain;
+      b = b_plain;
+    }
     std::unique_ptr<DeviceBuffers> dev;
     if (o.device) {
       dev = std::make_unique<DeviceBuffers>(a.size(), b.size());
@@ -227,7 +243,7 @@ int main(int argc, char** argv) {
           row.in_place = run_placement(comm, c, a, b, o, dev.get());
           if (o.compare_mpi) {
             c.in_place = false;
-            auto us = time_mpi(c, c.input(a, b), c.output(a, b), o.warmup, o.iters);
+            auto us = time_mpi(c, c.input(a, b), c.output(a, b), o.warmup, o.iters, o.fresh);
             if (us) row.mpi_busbw = measure(c.coll, n, c.bytes(), *us).busbw;
           }
           if (o.compare_nccl) {
