@@ -137,6 +137,14 @@ strataResult_t strataCommCheckHealth(strataComm_t comm);
  * threads. This hands the issuing to the calling thread: call it on every rank at the same point,
  * with nothing being issued meanwhile. Sends, receives and waits may come from any thread. */
 strataResult_t strataCommIssueFromThisThread(strataComm_t comm);
+/* Collective: `bytes` of zeroed host memory at *ptr (every rank passes the same size), mapped by
+ * the communicator's other ranks when they share this node: on it, strataAllGather,
+ * strataAlltoAll and strataAlltoAllv read an input lying in it from its owner's memory, one copy
+ * where other memory takes two (as ncclMemAlloc with a window registered); elsewhere it is
+ * memory like any other. Free it on every rank after its last call. */
+strataResult_t strataMemAllocSymmetric(strataComm_t comm, size_t bytes, void** ptr);
+/* Frees what strataMemAllocSymmetric returned; NULL is allowed, another pointer refused. */
+strataResult_t strataMemFreeSymmetric(void* ptr);
 strataResult_t strataCommCount(const strataComm_t comm, int* count);
 strataResult_t strataCommUserRank(const strataComm_t comm, int* rank);
 

@@ -29,6 +29,10 @@ std::map<std::string, std::unique_ptr<strata::TcpStoreServer>> served;
 
 constexpr const char* kIdMagic = "strata-uid";
 
+// strataMemAllocSymmetric's buffers by address, until strataMemFreeSymmetric.
+std::mutex symmetric_mutex;
+std::map<void*, strata::SymmetricBuffer> symmetric;
+
 }  // namespace
 
 extern "C" {
@@ -160,6 +164,25 @@ strataResult_t strataCommCheckHealth(strataComm_t comm) {
 
 strataResult_t strataCommIssueFromThisThread(strataComm_t comm) {
   return guarded("strataCommIssueFromThisThread", [&] { comm_of(comm).issue_from_this_thread(); });
+}
+
+strataResult_t strataMemAllocSymmetric(strataComm_t comm, size_t bytes, void** ptr) {
+  return guarded("strataMemAllocSymmetric", [&] {
+    require(ptr != nullptr, strataInvalidArgument, "ptr is NULL");
+    strata::SymmetricBuffer b = comm_of(comm).alloc_symmetric(bytes);
+    *ptr = b.data();
+    std::lock_guard<std::mutex> l(symmetric_mutex);
+    symmetric.emplace(b.data(), std::move(b));
+  });
+}
+
+strataResult_t strataMemFreeSymmetric(void* ptr) {
+  return guarded("strataMemFreeSymmetric", [&] {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> l(symmetric_mutex);
+    require(symmetric.erase(ptr) == 1, strataInvalidArgument,
+            "ptr was not returned by strataMemAllocSymmetric, or was freed already");
+  });
 }
 
 strataResult_t strataCommCount(const strataComm_t comm, int* count) {

@@ -181,6 +181,31 @@ static void device(strataComm_t comm) {
   EXPECT(v[0] == (float)nranks, "after the device handle: %g", v[0]);
 }
 
+/* Symmetric memory: an all-gather and an all-to-all from it (peers read it in place), checked
+ * element by element; freeing it twice and a size that differs are refused. */
+static void symmetric(strataComm_t comm) {
+  static float out[N * 8];
+  float* sym = NULL;
+  void* other = NULL;
+  int i, j;
+  CHECK(strataMemAllocSymmetric(comm, sizeof(float) * N * (size_t)nranks, (void**)&sym));
+  for (i = 0; i < N; ++i) EXPECT(sym[i] == 0.0f, "zeroed [%d]", i);
+  for (i = 0; i < N * nranks; ++i) sym[i] = (float)(10000 * rank + i);
+  CHECK(strataAllGather(sym, out, N, strataFloat, comm, NULL));
+  for (j = 0; j < nranks; ++j)
+    for (i = 0; i < N; ++i) EXPECT(out[j * N + i] == (float)(10000 * j + i), "gather[%d,%d]", j, i);
+  CHECK(strataAlltoAll(sym, out, N, strataFloat, comm, NULL));
+  for (j = 0; j < nranks; ++j)
+    for (i = 0; i < N; ++i)
+      EXPECT(out[j * N + i] == (float)(10000 * j + rank * N + i), "alltoall[%d,%d]", j, i);
+  CHECK(strataMemFreeSymmetric(sym));
+  CHECK(strataMemFreeSymmetric(NULL));
+  EXPECT_ERROR(strataMemFreeSymmetric(sym), strataInvalidArgument, "freed already");
+  EXPECT_ERROR(strataMemAllocSymmetric(comm, 64 + (size_t)rank, &other), strataInvalidArgument,
+               "every rank allocates the same");
+  EXPECT(other == NULL, "a refused allocation leaves ptr alone");
+}
+
 /* Threads: a thread that did not create the communicator is refused its collectives, naming
  * both threads; handed the issuing on every rank, it runs them. */
 static void* other_thread(void* arg) {
@@ -217,6 +242,7 @@ int main(void) {
   ring(world);
   errors(world);
   device(world);
+  symmetric(world);
   threads(world);
 
   /* split: even and odd ranks, the last rank opting out */
