@@ -158,7 +158,7 @@ std::string usage() {
          "                  it a path that reads peers' inputs in place (-R 2) finds them in\n"
          "                  its cache from the last call, as no step that makes new data would\n"
          "  -R 2            host buffers from Communicator::alloc_symmetric, which the ranks of\n"
-         "                  a node read from each other unstaged (all_gather, all_to_all); as\n"
+         "                  a node read from each other unstaged (all_gather, all_to_all(v)); as\n"
          "                  nccl-tests' -R 2. Open MPI (--compare mpi) times the same memory\n"
          "  --compare nccl  with --device cuda: also time raw NCCL on the same buffers and print\n"
          "                  vs_nccl (NCCL's time / Strata's out-of-place time, above 1: Strata\n"

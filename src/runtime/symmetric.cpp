@@ -30,9 +30,18 @@ SymmetricBuffer Communicator::alloc_symmetric(size_t bytes) {
   auto& c = runtime::checked(impl_);
   ErrorContext where = c.context("alloc_symmetric");
   const uint32_t id = c.next_window();
+  if (id > shm::kMaxWindows) {  // the same on every rank
+    throw Error(ErrorCode::invalid_argument, where,
+                "more than " + std::to_string(shm::kMaxWindows) + " symmetric buffers on a group");
+  }
   std::shared_ptr<shm::Window> window;
   std::exception_ptr failure;  // thrown here after the exchange has told the others
   try {
+    if (bytes >= shm::kMaxWindowBytes) {
+      throw Error(ErrorCode::invalid_argument, where,
+                  "a symmetric buffer of " + std::to_string(bytes) + " bytes: at most " +
+                      std::to_string(shm::kMaxWindowBytes - 1));
+    }
     window = std::make_shared<shm::Window>(id, c.rank, c.size, bytes, where);
   } catch (const Error&) {
     failure = std::current_exception();
@@ -41,12 +50,12 @@ SymmetricBuffer Communicator::alloc_symmetric(size_t bytes) {
   if (window) std::strncpy(mine.path, window->path().c_str(), sizeof(mine.path) - 1);
   std::vector<Part> all(size_t(c.size));
   all_gather(bytes_of(&mine, sizeof mine), bytes_of(all.data(), sizeof(Part) * all.size())).wait();
+  if (failure) std::rethrow_exception(failure);  // this rank's own reason first
   for (int r = 0; r < c.size; ++r) {
     const Part& p = all[size_t(r)];
     ErrorContext at = where;
     at.peer = r;
     if (!p.made) {
-      if (r == c.rank) std::rethrow_exception(failure);
       throw Error(ErrorCode::transport, at,
                   "rank " + std::to_string(r) + " could not make its part of the symmetric buffer");
     }
@@ -70,15 +79,13 @@ SymmetricBuffer Communicator::alloc_symmetric(size_t bytes) {
   }
   std::vector<uint8_t> maps(size_t(c.size));
   all_gather(bytes_of(&mapped, 1), bytes_of(maps.data(), maps.size())).wait();
+  if (failure) std::rethrow_exception(failure);
   for (int r = 0; r < c.size; ++r) {
     if (maps[size_t(r)]) continue;
-    if (r == c.rank) std::rethrow_exception(failure);
     ErrorContext at = where;
     at.peer = r;
     throw Error(ErrorCode::transport, at,
-                "rank " + std::to_string(r) +
-                    " could not map the others' parts of the symmetric "
-                    "buffer");
+                "rank " + std::to_string(r) + " could not map the others' parts of the buffer");
   }
   if (segment) segment->windows().add(window);
   SymmetricBuffer b;

@@ -53,7 +53,8 @@ uint32_t call_word(DataType dt, int reduce, int root);
 /// 0 when the chunk is staged, else direct_source(...) of where it lies unstaged.
 void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source = 0);
 
-/// Stamp::source of a chunk left at `offset` of this rank's symmetric buffer `window`.
+/// Stamp::source of a chunk left at `offset` of this rank's symmetric buffer `window`
+/// (window <= kMaxWindows, offset < kMaxWindowBytes: alloc_symmetric refuses more).
 inline uint64_t direct_source(uint32_t window, size_t offset) {
   return uint64_t(window) << 40 | uint64_t(offset);
 }

@@ -20,6 +20,11 @@
 
 namespace strata::shm {
 
+/// A stamp packs a window's number in 24 bits beside a 40-bit offset (Stamp::source): the most
+/// windows a group makes, and the most bytes of one.
+constexpr uint32_t kMaxWindows = (uint32_t(1) << 24) - 1;
+constexpr size_t kMaxWindowBytes = size_t(1) << 40;
+
 /// One symmetric allocation as this rank sees it: its own part, and every peer's mapped here.
 class Window {
  public:

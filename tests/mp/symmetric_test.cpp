@@ -130,7 +130,20 @@ TEST(Symmetric, SizesThatDifferFailOnEveryRankNamingARank) {
         << e.what();
     EXPECT_GE(e.where().peer, 0) << e.what();
   }
-  // The group goes on: the refusal was agreed, not a mismatch mid-collective.
+  // Too large on one rank (a stamp's offset has 40 bits): every rank fails, naming it.
+  try {
+    g.alloc_symmetric(g.rank() == 1 ? size_t(1) << 40 : 4096);
+    ADD_FAILURE() << "a 1 TiB symmetric buffer was allocated";
+  } catch (const Error& e) {
+    if (g.rank() == 1) {
+      EXPECT_NE(std::string(e.what()).find("at most"), std::string::npos) << e.what();
+    } else {
+      EXPECT_EQ(e.where().peer, 1) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1 could not make its part"), std::string::npos)
+          << e.what();
+    }
+  }
+  // The group goes on: the refusals were agreed, not a mismatch mid-collective.
   std::vector<int32_t> v(8, 1);
   g.all_reduce(buffer(v), ReduceOp::sum).wait();
   EXPECT_EQ(v, std::vector<int32_t>(8, g.size()));
