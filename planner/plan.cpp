@@ -68,7 +68,7 @@ std::vector<gpt::TrainOptions> every_layout(const Request& r) {
   for (int tp : divisors(std::min(ranks, r.cluster.per_node))) {
     if (c.heads % tp != 0) continue;
     for (int cp : divisors(ranks / tp)) {
-      if (cp > 1 && (c.experts > 0 || c.ctx % (2 * cp) != 0)) continue;
+      if (cp > 1 && c.ctx % (2 * cp) != 0) continue;
       for (int ep : divisors(ranks / tp / cp)) {
         if (ep > 1 && (c.experts == 0 || c.experts % ep != 0)) continue;
         for (int pp : divisors(ranks / tp / cp / ep)) {

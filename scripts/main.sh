@@ -3,7 +3,7 @@
 # trained in a 3D layout through Strata (tensor parallel x pipeline: validation loss, a sample,
 # build/strata-gpt-loss.svg), `strata-gpt validate` (DP, ZeRO, TP, SP, PP, TP x PP and CP against
 # one rank, with its certification report in build/strata-gpt-report/; a mixture of experts under
-# expert parallelism in build/strata-gpt-moe-report/), and an all-reduce sweep.
+# expert and context parallelism in build/strata-gpt-moe-report/), and an all-reduce sweep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -22,7 +22,7 @@ run4 build/bin/strata-gpt validate --config small --steps 10 \
 echo
 echo "## strata-gpt validate --config small --experts 4: expert-parallel layouts against one rank"
 run4 build/bin/strata-gpt validate --config small --steps 10 --experts 4 --top-k 2 --moe-every 2 \
-  --layouts ep2,ep4,ep2.zero3 --report build/strata-gpt-moe-report
+  --layouts ep2,ep4,ep2.zero3,cp2.ep2 --report build/strata-gpt-moe-report
 echo
 echo "## strata-perf all_reduce, 4 ranks"
 run4 build/bin/strata-perf all_reduce -b 8 -e 64M -f 8 -n 10 -w 3 -c 1

@@ -37,5 +37,4 @@ check "layout 'ep2.dp3': tp*cp*ep*pp*dp = 6 but there are 4 ranks" validate --co
 check "--cp-comm a2a: the 2 heads do not divide over cp=4" train --config tiny --cp 4 --cp-comm a2a
 check "--cp 4: the sequence of 4 positions does not split into 2 cp = 8 chunks" train --config tiny --cp 4 --ctx 4
 check "layout 'cp2': --cp 2: the sequence of 18 positions does not split into 2 cp = 4 chunks" validate --config tiny --ctx 18 --layouts cp2
-check "--experts with --cp: not built (routing, capacity and the aux loss are per whole sequence)" train --config tiny --cp 2 --experts 2
 exit $failed

@@ -1,7 +1,8 @@
 // Context parallelism under mpirun (gpt_parallel_np2/3/4): the attention alone with cp = the
 // world (each rank holds chunks r and 2 cp - 1 - r of every sequence; its output and its rows'
 // q, k, v gradients, ring and all-to-all, against unsplit attention of the whole sequence,
-// element by element), and the trainer at cp = the world and beside dp, against one rank.
+// element by element), a mixture of experts' routing of sequences split over cp against the
+// whole sequences', and the trainer at cp = the world and beside dp, against one rank.
 #include "parallel/context_parallel.hpp"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <random>
 
 #include "model/gpt_layers.hpp"
+#include "model/moe.hpp"
 #include "tests/mp/mp.hpp"
 #include "tests/numerics.hpp"
 #include "tests/trainer/layout_runs.hpp"
@@ -87,6 +89,48 @@ TEST(ContextParallel, RingAttentionEqualsUnsplitAttention) {
 TEST(ContextParallel, UlyssesAttentionEqualsUnsplitAttention) {
   if (mp::world().size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
   check(gpt::CpComm::a2a);
+}
+
+// Routing each rank's positions with the cp group routes, drops and weighs what routing the
+// whole sequences on one rank does: loads and the aux loss per whole sequence, the capacity
+// ranked over every rank's positions (ties to the earlier position: the router's logits are
+// rounded to 1/8 so that equal probabilities occur).
+void check_routing(int E, int k, double capacity) {
+  auto& world = mp::world();
+  const int P = world.size(), me = world.rank();
+  const int B = 3, c = 5, T = 2 * P * c, Tl = T / P;
+  vector<float> logits = randn(size_t(B) * T * E, 1.0, 21);
+  for (float& z : logits) z = std::round(z * 8) / 8;
+  gpt::moe::Routing whole, mine;
+  gpt::moe::route(whole, logits.data(), B, T, E, k, capacity);
+  auto cp = gpt::make_context_parallel(world, gpt::CpComm::p2p);
+  gpt::moe::route(mine, my_rows(logits, B, T, E, me, P).data(), B, Tl, E, k, capacity, cp.get());
+  const std::string what = "E " + std::to_string(E) + " k " + std::to_string(k) + " capacity " +
+                           std::to_string(capacity) + ", rank " + std::to_string(me);
+  EXPECT_EQ(mine.load, whole.load) << what;
+  EXPECT_NEAR(mine.aux, whole.aux, 1e-12 * whole.aux) << what;  // sums over ranks, reordered
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      const size_t n = size_t(b) * Tl + size_t(t),
+                   g = size_t(b) * T + size_t(gpt::chunk_position(me, P, t, Tl));
+      for (int j = 0; j < k; ++j) {
+        const size_t s = n * size_t(k) + size_t(j), sg = g * size_t(k) + size_t(j);
+        ASSERT_EQ(mine.expert[s], whole.expert[sg]) << what << " position " << g;
+        EXPECT_EQ(mine.gate[s], whole.gate[sg]) << what << " position " << g;
+        EXPECT_EQ(mine.kept[s], whole.kept[sg]) << what << " position " << g << " choice " << j;
+      }
+    }
+  std::vector<double> dropped{double(mine.dropped)};
+  world.all_reduce(strata::buffer(dropped), strata::ReduceOp::sum).wait();
+  EXPECT_EQ(dropped[0], double(whole.dropped)) << what;
+  if (capacity > 0) EXPECT_GT(whole.dropped, 0) << what << ": the case drops nothing";
+}
+
+TEST(ContextParallel, RoutesExpertsAsWholeSequencesDo) {
+  if (mp::world().size() < 2) GTEST_SKIP() << "context parallelism needs 2 or more ranks";
+  check_routing(4, 2, 0);
+  check_routing(4, 1, 1.0);
+  check_routing(8, 2, 0.5);
 }
 
 TEST(ContextParallel, TrainsAsOneRankDoes) {

@@ -1,11 +1,13 @@
 // Expert parallelism in the trainer under mpirun (gpt_parallel_np2/3/4), against one rank: a
 // mixture-of-experts model trained at ep2, ep3, ep4 (beside dp, under ZeRO-3, with a pipeline,
-// with tp and sp, dropless and with a capacity) gives the one-rank losses and parameters;
+// with tp and sp, with cp, dropless and with a capacity), and at cp2 and cp4 without ep, gives
+// the one-rank losses and parameters;
 // clipping's norm counts the dense parameters once and every expert; a checkpoint written at ep2
 // resumes at ep1, ep2 and ep4.
 #include <filesystem>
 
 #include "tests/trainer/layout_runs.hpp"
+#include "trainer/validate/layout_formulas.hpp"
 
 namespace {
 
@@ -62,12 +64,32 @@ TEST(ExpertParallel, TrainsAsOneRankDoes) {
       cases.push_back({with_ep(moe(E, 1, 1.0), ep, 0, 1, 2, true), "capacity 1, top-1, tp2.sp"});
     }
   }
+  // Context parallelism under the experts, with and without ep: routing sums each sequence's
+  // loads over cp and ranks a capacity over every cp rank's positions (cp shares the sequences:
+  // no more micro-batches).
+  for (int cp = 2; cp <= w.size(); cp *= 2) {
+    if (w.size() % cp) continue;
+    TrainOptions o = moe(4, 2, 0);
+    o.cp = cp;
+    cases.push_back({o, "dropless top-2"});
+    o = moe(4, 1, 1.0);
+    o.cp = cp, o.cp_comm = gpt::CpComm::a2a;
+    cases.push_back({o, "capacity 1, top-1"});
+    if (w.size() % (2 * cp) == 0) {
+      o = with_ep(moe(4, 1, 1.0), 2);
+      o.cp = cp;
+      cases.push_back({o, "capacity 1, top-1"});
+      o = with_ep(moe(4, 2, 0), 1, 0, 1, 2);
+      o.cp = cp;
+      cases.push_back({o, "dropless top-2, tp2"});
+    }
+  }
   ASSERT_FALSE(cases.empty());
   for (Case& c : cases) {
     c.o.model.vocab = corpus().vocab();
     const std::string what = gpt::layout_name(c.o, w.size()) + " " + c.what;
     TrainOptions one = c.o;
-    one.ep = one.pp = one.tp = 1, one.sp = false, one.stage = 0;
+    one.ep = one.pp = one.tp = one.cp = 1, one.sp = false, one.stage = 0;
     const Trained ref = reference(one, kSteps);
     gpt::Trainer t(w, corpus(), c.o);
     Trained got;
@@ -80,11 +102,13 @@ TEST(ExpertParallel, TrainsAsOneRankDoes) {
     for (const auto& x : last.experts) {
       EXPECT_DOUBLE_EQ(x.mean * c.o.model.experts + x.dropped, tokens(c.o) * c.o.model.top_k)
           << what << " block " << x.layer;
-      EXPECT_GT(x.a2a_bytes, 0.0) << what << " block " << x.layer;
+      EXPECT_EQ(x.a2a_bytes > 0, c.o.ep > 1) << what << " block " << x.layer;
       EXPECT_DOUBLE_EQ(x.a2a_bytes, x.a2a_bytes_formula) << what << " block " << x.layer;
     }
-    EXPECT_GT(last.axes.ep.comm, 0.0) << what;
+    EXPECT_EQ(last.axes.ep.comm > 0, c.o.ep > 1) << what;
     EXPECT_EQ(last.axes.tp.comm > 0, c.o.tp > 1) << what;
+    EXPECT_EQ(last.axes.cp.comm > 0, c.o.cp > 1) << what;
+    EXPECT_DOUBLE_EQ(last.cp_bytes, gpt::traffic_formula(c.o, w.size(), 0).cp_bytes) << what;
     EXPECT_TRUE(t.replicas_identical()) << what;
     const double losses = max_rel(got.losses, ref.losses);
     // Every gradient sums the global batch's rows (the experts': those routed to them), here in

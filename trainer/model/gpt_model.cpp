@@ -49,10 +49,6 @@ Model::Model(const Config& c, int batch, const ModelOptions& o)
     throw std::invalid_argument("context parallelism: the sequence of " + std::to_string(c.ctx) +
                                 " positions does not split into 2 cp = " + std::to_string(2 * cp) +
                                 " chunks");
-  if (cp_ && c.experts > 0)
-    throw std::invalid_argument(
-        "gpt::Model: a mixture of experts under context parallelism is "
-        "not built (routing is per whole sequence)");
   if (tp_ && tp_->sequence_parallel() && c.ctx / cp % tp_->size() != 0)
     throw std::invalid_argument("sequence parallelism: the sequence of " +
                                 std::to_string(c.ctx / cp) + " positions" +
@@ -176,7 +172,7 @@ void block_forward(BlockActs& a, float* out, const float* x, const Params& p, co
     const size_t at = reg.share_offset();
     moe::forward(*a.moe, s.partial + at, reg.enter(a.ln2.data(), s.full) + at, p[ROUTERW].data(),
                  {p[EFCW].data(), p[EFCB].data(), p[EFCPROJW].data(), p[EFCPROJB].data()},
-                 d.capacity, reg.ep);
+                 d.capacity, reg.ep, reg.cp);
     reg.gather_shares(s.partial);
     for (size_t i = 0; i < size_t(Nl); ++i) {
       const float *r = a.res2.data() + i * C, *e = s.partial + reg.row_of(i) * C;

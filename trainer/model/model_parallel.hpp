@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "strata/sharding.hpp"
@@ -72,6 +73,10 @@ class ContextSplit {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* state, int B, int Tl, int C,
                                   int NH) = 0;
+  /// What a mixture of experts needs to route whole sequences (moe::route): `v` summed over the
+  /// ranks, in place; and every rank's `mine`, in rank order, into `all` (size() times as long).
+  virtual void sum(std::span<double> v) = 0;
+  virtual void all_gather(std::span<const float> mine, std::span<float> all) = 0;
 };
 
 }  // namespace gpt

@@ -10,20 +10,65 @@
 #include <tuple>
 
 #include "model/gpt_layers.hpp"
+#include "model/model_parallel.hpp"
 
 namespace gpt::moe {
 
 namespace L = layers;
 
-void route(Routing& r, const float* logits, int B, int T, int E, int k, double capacity) {
-  const int N = B * T;
-  r.B = B, r.T = T, r.E = E, r.k = k;
+namespace {
+
+// The capacity, per whole sequence and expert: the most probable assignments first, then the
+// earlier position, then the earlier choice; the rest dropped. Under cp every rank ranks all
+// ranks' assignments of the sequence (gathered) and drops its own.
+void drop_over_capacity(Routing& r, int cap, ContextSplit* cp) {
+  const int B = r.B, T = r.T, E = r.E, k = r.k, P = cp ? cp->size() : 1, me = cp ? cp->rank() : 0;
+  if (std::none_of(r.load.begin(), r.load.end(), [&](int l) { return l > cap; })) return;
+  const size_t A = r.expert.size();  // this rank's assignments; every rank holds as many
+  std::vector<float> mine(2 * A), every;
+  for (size_t s = 0; s < A; ++s) {
+    mine[2 * s] = float(r.expert[s]);
+    mine[2 * s + 1] = r.probs[s / size_t(k) * size_t(E) + size_t(r.expert[s])];
+  }
+  if (cp) every.resize(size_t(P) * mine.size()), cp->all_gather(mine, every);
+  const float* all = cp ? every.data() : mine.data();
+  std::vector<std::tuple<float, int, int, int, int>> ranked;  // (-p, position, j, owner, row)
+  for (int b = 0; b < B; ++b) {
+    for (int e = 0; e < E; ++e) {
+      if (r.load[size_t(b) * E + e] <= cap) continue;
+      ranked.clear();
+      for (int owner = 0; owner < P; ++owner)
+        for (int n = b * T; n < (b + 1) * T; ++n)
+          for (int j = 0; j < k; ++j) {
+            const float* a = all + 2 * (size_t(owner) * A + size_t(n) * k + size_t(j));
+            if (int(a[0]) != e) continue;
+            const int t = n - b * T, at = P == 1 ? t : chunk_position(owner, P, t, T);
+            ranked.emplace_back(-a[1], at, j, owner, n);
+          }
+      std::sort(ranked.begin(), ranked.end());
+      for (size_t i = size_t(cap); i < ranked.size(); ++i) {
+        if (std::get<3>(ranked[i]) != me) continue;
+        r.kept[size_t(std::get<4>(ranked[i])) * k + size_t(std::get<2>(ranked[i]))] = 0;
+        ++r.dropped;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void route(Routing& r, const float* logits, int B, int T, int E, int k, double capacity,
+           ContextSplit* cp) {
+  const int N = B * T, P = cp ? cp->size() : 1, Tg = T * P;
+  r.B = B, r.T = T, r.Tg = Tg, r.E = E, r.k = k;
   r.probs.resize(size_t(N) * E);
   r.expert.resize(size_t(N) * k);
   r.gate.resize(size_t(N) * k);
   r.kept.assign(size_t(N) * k, 1);
-  r.load.assign(size_t(B) * E, 0);
   r.dropped = 0;
+  // Per sequence and expert: the assignments, then the sum of the probabilities (whole
+  // sequences: summed over cp).
+  std::vector<double> seq(size_t(B) * E * 2, 0.0);
   for (int n = 0; n < N; ++n) {
     const float* z = logits + size_t(n) * E;
     float* p = r.probs.data() + size_t(n) * E;
@@ -31,6 +76,7 @@ void route(Routing& r, const float* logits, int B, int T, int E, int k, double c
     double sum = 0;
     for (int e = 0; e < E; ++e) sum += p[e] = std::exp(z[e] - mx);
     for (int e = 0; e < E; ++e) p[e] = float(p[e] / sum);
+    for (int e = 0; e < E; ++e) seq[size_t(B + n / T) * E + e] += p[e];
     // The k most probable, in order; a strict comparison keeps the lower id on a tie.
     int* chosen = r.expert.data() + size_t(n) * k;
     double chosen_sum = 0;
@@ -42,38 +88,17 @@ void route(Routing& r, const float* logits, int B, int T, int E, int k, double c
       }
       chosen[j] = best;
       chosen_sum += p[best];
-      ++r.load[size_t(n / T) * E + best];
+      seq[size_t(n / T) * E + best] += 1;
     }
     for (int j = 0; j < k; ++j) r.gate[size_t(n) * k + j] = float(p[chosen[j]] / chosen_sum);
   }
-  // The capacity, per sequence and expert: the most probable assignments first, then the earlier.
-  if (capacity > 0) {
-    const int cap = int(std::ceil(capacity * T * k / E));
-    std::vector<std::tuple<float, int, int>> mine;  // (-probability, row, j)
-    for (int b = 0; b < B; ++b) {
-      for (int e = 0; e < E; ++e) {
-        if (r.load[size_t(b) * E + e] <= cap) continue;
-        mine.clear();
-        for (int n = b * T; n < (b + 1) * T; ++n)
-          for (int j = 0; j < k; ++j)
-            if (r.expert[size_t(n) * k + j] == e)
-              mine.emplace_back(-r.probs[size_t(n) * E + e], n, j);
-        std::sort(mine.begin(), mine.end());
-        for (size_t i = size_t(cap); i < mine.size(); ++i) {
-          r.kept[size_t(std::get<1>(mine[i])) * k + std::get<2>(mine[i])] = 0;
-          ++r.dropped;
-        }
-      }
-    }
-  }
+  if (cp) cp->sum(seq);
+  r.load.resize(size_t(B) * E);
+  for (size_t i = 0; i < r.load.size(); ++i) r.load[i] = int(seq[i]);
+  if (capacity > 0) drop_over_capacity(r, int(std::ceil(capacity * Tg * k / E)), cp);
   double aux = 0;
-  for (int b = 0; b < B; ++b) {
-    for (int e = 0; e < E; ++e) {
-      double P = 0;
-      for (int t = 0; t < T; ++t) P += r.probs[(size_t(b) * T + t) * E + e];
-      aux += double(E) * (double(r.load[size_t(b) * E + e]) / (double(T) * k)) * (P / T);
-    }
-  }
+  for (size_t i = 0; i < r.load.size(); ++i)
+    aux += double(E) * (double(r.load[i]) / (double(Tg) * k)) * (seq[r.load.size() + i] / Tg);
   r.aux = aux / B;
 }
 
@@ -193,12 +218,12 @@ Scratch::Scratch(int B, int T, int C, int E, int k, int ranks)
       sum(size_t(std::max(4 * C, E))) {}
 
 void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p,
-             double capacity, Exchange* exchange) {
+             double capacity, Exchange* exchange, ContextSplit* cp) {
   Exchange& ex = or_local(exchange);
   Routing& r = a.r;
   const int C = a.C, E = a.E, k = a.k, N = a.B * a.T, H = 4 * C;
   L::matmul_forward(a.logits.data(), x, router_w, nullptr, N, C, E);
-  route(r, a.logits.data(), a.B, a.T, E, k, capacity);
+  route(r, a.logits.data(), a.B, a.T, E, k, capacity, cp);
   order(a.o, r);
   for (size_t q = 0; q < a.o.slot.size(); ++q)
     std::memcpy(&a.xin[q * C], x + size_t(a.o.slot[q] / k) * C, sizeof(float) * C);
@@ -266,11 +291,12 @@ void backward(float* dx, float* drouter_w, const ExpertGrads& g, const float* do
     for (int j = 0; j < k; ++j)
       dp[size_t(n) * E + chosen[j]] += float((dgate[j] - weighted) / chosen_sum);
   }
-  // The auxiliary loss: d/dp[n, e] of coef E f_e P_e, averaged over sequences, is E f_e / N.
+  // The auxiliary loss: d/dp[n, e] of coef E f_e P_e, averaged over sequences, is E f_e / N (this
+  // rank's rows: under cp each rank's loss is averaged over the cp ranks after).
   for (int n = 0; n < N; ++n) {
     const int* load = r.load.data() + size_t(n / T) * E;
     for (int e = 0; e < E; ++e)
-      dp[size_t(n) * E + e] += aux_scale * float(double(E) * load[e] / (double(T) * k) / N);
+      dp[size_t(n) * E + e] += aux_scale * float(double(E) * load[e] / (double(r.Tg) * k) / N);
   }
   // The rows' gradients to the experts, as the rows went; through each of my experts; back.
   ex.rows(s.dy.data(), a.to_rank, s.drecv.data(), a.from_rank, C);

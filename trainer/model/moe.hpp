@@ -5,10 +5,12 @@
 // Routing is a pure function of one sequence's router logits: a token takes its k most probable
 // experts (ties: the lower expert id), its gates are those probabilities renormalised over the k;
 // with a capacity factor c each expert takes at most ceil(c T k / E) of a sequence's
-// assignments, the most probable first (ties: the earlier token), and drops the rest (a dropped
-// assignment adds nothing; the residual carries the token on). Capacity and the auxiliary loss
-// are per sequence (GShard's groups), so any split of a batch into micro-batches or ranks routes
-// and drops exactly what one rank routes and drops.
+// assignments, the most probable first (ties: the earlier position), and drops the rest (a
+// dropped assignment adds nothing; the residual carries the token on). Capacity and the
+// auxiliary loss are per sequence (GShard's groups), so any split of a batch into micro-batches
+// or ranks routes and drops exactly what one rank routes and drops. Under context parallelism a
+// rank holds only some positions of each sequence: the per-sequence loads and probability sums
+// are summed over the cp ranks, and a capacity ranks every rank's assignments of the sequence.
 //
 // The auxiliary loss is coef times the mean over sequences of E sum_e f_e P_e (Switch
 // Transformer): f_e the share of the sequence's T k assignments that chose expert e (before
@@ -19,26 +21,33 @@
 #include <cstdint>
 #include <vector>
 
+namespace gpt {
+class ContextSplit;
+}
+
 namespace gpt::moe {
 
 /// Most experts a token may take (gpt::Config checks).
 constexpr int kMaxTopK = 64;
 
-/// One micro-batch's routing of B sequences of T rows over E experts, k each.
+/// One micro-batch's routing of B sequences of T rows over E experts, k each; the sequences are
+/// Tg positions long (T of them here, Tg / T ranks holding the others under cp).
 struct Routing {
-  int B = 0, T = 0, E = 0, k = 0;
+  int B = 0, T = 0, Tg = 0, E = 0, k = 0;
   std::vector<float> probs;   ///< [N, E] the router's softmax
   std::vector<int> expert;    ///< [N, k] chosen experts, most probable first
   std::vector<float> gate;    ///< [N, k] their probabilities renormalised over the k
   std::vector<uint8_t> kept;  ///< [N, k] 0 where the capacity dropped the assignment
-  std::vector<int> load;      ///< [B, E] assignments per sequence and expert, before dropping
-  long dropped = 0;           ///< assignments dropped
+  std::vector<int> load;      ///< [B, E] assignments per whole sequence and expert, before dropping
+  long dropped = 0;           ///< assignments of these rows dropped
   double aux = 0;             ///< mean over sequences of E sum_e f_e P_e (without the coef)
 };
 
 /// Routes the rows of `logits` [B T, E] (softmax, top-k, capacity: the comment above).
-/// `capacity` <= 0: dropless.
-void route(Routing& r, const float* logits, int B, int T, int E, int k, double capacity);
+/// `capacity` <= 0: dropless. `cp`: the ranks holding the sequences' other positions (collective
+/// over them), or null.
+void route(Routing& r, const float* logits, int B, int T, int E, int k, double capacity,
+           ContextSplit* cp = nullptr);
 
 /// Assignments kept, grouped by expert (ascending), rows ascending within one: where each
 /// assignment's row sits in the experts' buffers, and each expert's first row there.
@@ -96,9 +105,9 @@ struct Acts {
 };
 
 /// out[N, C] = sum over kept assignments of gate times the expert's MLP of x's row; x [N, C] is
-/// the LayerNorm's output, router_w [E, C].
+/// the LayerNorm's output, router_w [E, C]; `cp` as route's.
 void forward(Acts& a, float* out, const float* x, const float* router_w, const Experts& p,
-             double capacity, Exchange* ex = nullptr);
+             double capacity, Exchange* ex = nullptr, ContextSplit* cp = nullptr);
 
 /// Scratch of backward for the Acts of the same arguments (R = ranks N k rows).
 struct Scratch {

@@ -13,6 +13,14 @@ CpComm parse_cp_comm(std::string_view name) {
 
 std::string_view cp_comm_name(CpComm c) { return c == CpComm::p2p ? "p2p" : "a2a"; }
 
+void ContextParallel::sum(std::span<double> v) {
+  cp_.all_reduce(strata::buffer(v), strata::ReduceOp::sum).wait();
+}
+
+void ContextParallel::all_gather(std::span<const float> mine, std::span<float> all) {
+  cp_.all_gather(strata::buffer(mine), strata::buffer(all)).wait();
+}
+
 std::unique_ptr<ContextParallel> make_context_parallel(strata::Communicator cp, CpComm mode) {
   return mode == CpComm::p2p ? make_ring_attention(std::move(cp))
                              : make_ulysses_attention(std::move(cp));

@@ -34,6 +34,9 @@ class ContextParallel : public ContextSplit {
   /// part not hidden behind computation), since the last call.
   double take_bytes() { return std::exchange(bytes_, 0.0); }
   double take_seconds() { return std::exchange(seconds_, 0.0); }
+  /// Blocking, and not in take_bytes(): routing's per-sequence sums, not attention's traffic.
+  void sum(std::span<double> v) override;
+  void all_gather(std::span<const float> mine, std::span<float> all) override;
 
  protected:
   strata::Communicator cp_;

@@ -42,10 +42,6 @@ void check_layout(const TrainOptions& o, int job_ranks) {
     refuse("--cp-comm a2a: the " + std::to_string(c.heads) + " heads" +
            (o.tp > 1 ? " (" + std::to_string(c.heads / o.tp) + " per tp rank)" : "") +
            " do not divide over cp=" + std::to_string(o.cp));
-  if (o.cp > 1 && c.experts > 0)
-    refuse(
-        "--experts with --cp: not built (routing, capacity and the aux loss are per whole "
-        "sequence)");
   if (o.ep > 1 && c.experts == 0) refuse("--ep " + std::to_string(o.ep) + " needs --experts");
   if (c.experts > 0 && c.experts % o.ep != 0)
     refuse("--experts " + std::to_string(c.experts) + " does not divide over --ep " +

@@ -115,6 +115,7 @@ std::vector<TrainOptions> validate_layouts(const std::string& layouts, const Tra
       if (ranks % (2 * ep) == 0) {
         names.push_back("ep" + std::to_string(ep) + ".pp2");
         names.push_back("tp2.ep" + std::to_string(ep));
+        names.push_back("cp2.ep" + std::to_string(ep));
       }
     }
   for (const std::string& n : names) {
