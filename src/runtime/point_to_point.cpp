@@ -19,26 +19,26 @@ runtime::Checker check_peer_op(Communicator::Impl& c, const PeerOp& op) {
   return check;
 }
 
+// One send or receive, checked; a CUDA buffer's goes on the device path, on `stream` where
+// has_stream.
+Work one_op(Communicator::Impl& c, const PeerOp& op, bool has_stream, void* stream) {
+  const runtime::Checker check = check_peer_op(c, op);
+  const bool sends = op.kind == PeerOp::send;
+  if (op.buffer.memory == MemoryKind::cuda) {
+    return runtime::device_point_to_point(c, sends, op.buffer, op.peer, op.tag,
+                                          place(check, has_stream, stream, op.buffer));
+  }
+  return c.point_to_point(sends, op.buffer, op.peer, op.tag);
+}
+
 }  // namespace
 
 Work Communicator::send(Buffer in, int peer, uint32_t tag) {
-  auto& c = checked(impl_);
-  const runtime::Checker check = check_peer_op(c, {PeerOp::send, in, peer, tag});
-  if (in.memory == MemoryKind::cuda) {
-    return runtime::device_point_to_point(c, true, in, peer, tag,
-                                          place(check, has_stream_, stream_, in));
-  }
-  return c.point_to_point(true, in, peer, tag);
+  return one_op(checked(impl_), {PeerOp::send, in, peer, tag}, has_stream_, stream_);
 }
 
 Work Communicator::recv(Buffer out, int peer, uint32_t tag) {
-  auto& c = checked(impl_);
-  const runtime::Checker check = check_peer_op(c, {PeerOp::recv, out, peer, tag});
-  if (out.memory == MemoryKind::cuda) {
-    return runtime::device_point_to_point(c, false, out, peer, tag,
-                                          place(check, has_stream_, stream_, out));
-  }
-  return c.point_to_point(false, out, peer, tag);
+  return one_op(checked(impl_), {PeerOp::recv, out, peer, tag}, has_stream_, stream_);
 }
 
 std::vector<Work> Communicator::send_recv(const std::vector<PeerOp>& ops) {
