@@ -72,8 +72,9 @@ void register_errors(nb::module_& m);
 void register_communicator(nb::module_& m);
 void register_topology(nb::module_& m);
 void register_mesh(nb::module_& m);
-/// Communicator.alloc_symmetric (after register_communicator).
+/// Communicator.alloc_symmetric and Communicator.send_recv (after register_communicator).
 void register_symmetric(nb::module_& m);
+void register_point_to_point(nb::module_& m);
 /// JobTopology::gather(comm) as a dict (collective over comm).
 nb::dict gather_job_topology(Communicator& comm);
 

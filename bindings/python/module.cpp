@@ -381,6 +381,7 @@ NB_MODULE(_strata, m) {
   strata::py::register_errors(m);
   strata::py::register_communicator(m);
   strata::py::register_symmetric(m);
+  strata::py::register_point_to_point(m);
   strata::py::register_mesh(m);
   strata::py::register_topology(m);
 }

@@ -191,6 +191,45 @@ def test_recv_from_any_source(world):
     world.barrier().wait()
 
 
+def test_send_recv_ring_sends_before_it_receives(world):
+    # Every rank's send comes before its receive in one batch, as batch_isend_irecv's users write
+    # a ring; then batches that fail their checks issue nothing, so the next batch on the same
+    # tag still delivers its own data.
+    rank, size = world.rank, world.size
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    got = np.zeros(N, np.float32)
+    works = world.send_recv([("send", data(300 + rank, N, np.float32), nxt, 8),
+                             ("recv", got, prv, 8)])
+    assert len(works) == 2
+    for w in works:
+        w.wait()
+    np.testing.assert_array_equal(got, data(300 + prv, N, np.float32))
+    assert works[0].source == -1 and works[1].source == prv
+
+    stray = ("send", data(400 + rank, N, np.float32), nxt, 8)  # valid, but its batch is not
+    with pytest.raises(TypeError, match="op 1 is not a tuple"):
+        world.send_recv([stray, ["recv", got, prv]])
+    with pytest.raises(ValueError, match="op 1: kind 'sned'"):
+        world.send_recv([stray, ("sned", got, prv)])
+    with pytest.raises(TypeError, match="op 0 has 2 items"):
+        world.send_recv([("recv", got)])
+    with pytest.raises(TypeError, match="op 1: the peer is not an int"):
+        world.send_recv([stray, ("recv", got, "left")])
+    with pytest.raises(strata.Error, match="peer"):
+        world.send_recv([stray, ("recv", got, size)])
+    with pytest.raises(TypeError, match="read-only"):
+        ro = np.zeros(N, np.float32)
+        ro.flags.writeable = False
+        world.send_recv([stray, ("recv", ro, prv)])
+    got[:] = 0
+    for w in world.send_recv([("send", data(500 + rank, N, np.float32), nxt, 8),
+                              ("recv", got, prv, 8)]):
+        w.wait()
+    np.testing.assert_array_equal(got, data(500 + prv, N, np.float32))
+    assert world.send_recv([]) == []
+    world.barrier().wait()
+
+
 def test_all_to_allv_explicit_displacements(world):
     rank, size = world.rank, world.size
     # Block j of the input starts at 4*j (a gap after each block); block i of the output at 5*i.

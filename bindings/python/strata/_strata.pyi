@@ -191,6 +191,11 @@ class Communicator:
     def recv(self, buffer: _BufferLike, peer: int, tag: int = 0) -> Work:
         """Receives from peer (or strata.ANY_SOURCE: Work.source says which) into buffer."""
 
+    def send_recv(self, ops: Sequence[tuple[str, _BufferLike, int] | tuple[str, _BufferLike, int, int]]) -> list[Work]:
+        """
+        Sends and receives issued together, as torch's batch_isend_irecv: each op is ("send" or "recv", buffer, peer[, tag]). On CUDA buffers that NCCL moves they go in one NCCL group, so a ring where every rank sends before it receives cannot deadlock; host ones progress together anyway. Every op is checked before any is issued. Returns one Work per op, in order.
+        """
+
     def barrier(self) -> Work:
         """Completes when every rank has entered it."""
 
