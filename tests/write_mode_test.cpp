@@ -13,14 +13,14 @@ using shm::WriteModeChoice;
 
 namespace {
 
-constexpr WriteMode O = WriteMode::ordinary, S = WriteMode::streaming;
+constexpr WriteMode O = WriteMode::ordinary, S = WriteMode::streaming, C = WriteMode::single_copy;
 
 // Runs `ops` operations, each timed at `cost(mode)`; returns the modes they ran in.
 template <class Cost>
-std::vector<WriteMode> run(WriteModeChoice& c, int ops, Cost cost) {
+std::vector<WriteMode> run(WriteModeChoice& c, int ops, Cost cost, bool single_copy = false) {
   std::vector<WriteMode> modes;
   for (int i = 0; i < ops; ++i) {
-    modes.push_back(c.next());
+    modes.push_back(c.next(single_copy));
     c.record(cost(modes.back()));
   }
   return modes;
@@ -71,12 +71,57 @@ TEST(WriteModeChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
   EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));
 }
 
+TEST(WriteModeChoice, MeasuresSingleCopyOnceOfferedAndRetriesTheOthersInTurn) {
+  WriteModeChoice c;
+  auto cost = [](WriteMode m) { return m == C ? 1e-10 : m == O ? 2e-10 : 3e-10; };
+  // Not offered at first (the peers have not all said they may read this process): the
+  // staging modes alone.
+  EXPECT_EQ(run(c, 4, cost), std::vector<WriteMode>({O, S, O, O}));
+  EXPECT_EQ(c.preferred(true), O);  // offered but never measured
+  // Offered from operation 4: measured at once, then preferred; retries at 16 and 32 take the
+  // two others in turn (streaming at 16 = 1 x 16, ordinary at 32).
+  const auto modes = run(c, 29, cost, true);  // operations 4..32
+  const auto want = cat(cat(cat({C}, repeat(C, 11)), cat({S}, repeat(C, 15))), {O});
+  EXPECT_EQ(modes, want);
+  EXPECT_EQ(c.preferred(true), C);
+  // No longer offered: never chosen, whatever it measured.
+  EXPECT_EQ(c.preferred(false), O);
+  EXPECT_EQ(c.next(false), O);
+}
+
+TEST(WriteModeChoice, KeepsStagingWhereSingleCopyIsSlower) {
+  WriteModeChoice c;
+  auto cost = [](WriteMode m) { return m == C ? 5e-10 : m == O ? 1e-10 : 3e-10; };
+  const auto modes = run(c, 17, cost, true);  // operations 0..16
+  EXPECT_EQ(modes, cat(cat({O, S, O, C}, repeat(O, 12)), {C}));
+  EXPECT_EQ(c.preferred(true), O);
+}
+
+TEST(StagingCopy, SingleCopyStagesNothingAndIsForcedOnlyWhereOffered) {
+  const size_t n = 1 << 20;
+  std::vector<unsigned char> src(64, 7), dst(64, 0);
+  shm::SizedWriteModeChoice c;
+  shm::StagingCopy offered(c, n, false, true, ShmWriteMode::single_copy);
+  EXPECT_EQ(offered.mode(), C);
+  offered(dst.data(), src.data(), src.size());
+  EXPECT_EQ(dst, std::vector<unsigned char>(64, 0));  // nothing staged
+  offered.done();
+  shm::StagingCopy refused(c, n, false, false, ShmWriteMode::single_copy);
+  EXPECT_EQ(refused.mode(), O);
+  refused(dst.data(), src.data(), src.size());
+  EXPECT_EQ(dst, src);
+  refused.done();
+  // Forced, even below the sizes that are learned; and nothing was learned.
+  EXPECT_EQ(shm::StagingCopy(c, 100, false, true, ShmWriteMode::single_copy).mode(), C);
+  EXPECT_EQ(c.at(n, false)->next(true), O);  // the class's operation 0
+}
+
 TEST(StagingCopy, ForcedModesAreNeitherLearnedNorTimed) {
   const size_t n = 1 << 20;
   for (auto [policy, mode] : {std::pair{ShmWriteMode::ordinary, O}, {ShmWriteMode::streaming, S}}) {
     shm::SizedWriteModeChoice c;
     for (int i = 0; i < 40; ++i) {
-      shm::StagingCopy copy(c, n, false, policy);
+      shm::StagingCopy copy(c, n, false, false, policy);
       EXPECT_EQ(copy.mode(), mode) << i;
       copy.done();
     }

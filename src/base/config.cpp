@@ -62,9 +62,12 @@ Config load() {
     c.shm_write_mode = ShmWriteMode::ordinary;
   else if (mode == "streaming")
     c.shm_write_mode = ShmWriteMode::streaming;
+  else if (mode == "single_copy")
+    c.shm_write_mode = ShmWriteMode::single_copy;
   else if (!mode.empty() && mode != "auto") {
-    throw Error(ErrorCode::invalid_argument, {.op = "config"},
-                std::string(name) + "='" + mode + "' is not auto, ordinary or streaming");
+    throw Error(
+        ErrorCode::invalid_argument, {.op = "config"},
+        std::string(name) + "='" + mode + "' is not auto, ordinary, streaming or single_copy");
   }
   // The log reads STRATA_DEBUG itself (base/log.cpp, before any configuration); a value it
   // does not know is refused here, like every other variable's, instead of meaning WARN.

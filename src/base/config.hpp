@@ -6,8 +6,9 @@
 
 namespace strata {
 
-/// STRATA_SHM_WRITE_MODE: which CPU stores stage large shared-memory chunks (shm/write_mode.hpp).
-enum class ShmWriteMode { learn, ordinary, streaming };
+/// STRATA_SHM_WRITE_MODE: which CPU stores stage large shared-memory chunks, or none: peers copy
+/// the input out of this process (single_copy; shm/write_mode.hpp).
+enum class ShmWriteMode { learn, ordinary, streaming, single_copy };
 
 struct Config {
   std::chrono::milliseconds timeout{300000};     ///< STRATA_TIMEOUT (seconds): deadline of every op

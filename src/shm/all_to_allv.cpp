@@ -9,18 +9,19 @@
 // each sender's stream that is its block. Rounds are as many as the longest stream needs, so a
 // skewed exchange (one hot receiver) takes no more rounds than its biggest sender's bytes.
 //
-// A sender whose input lies in a symmetric buffer (window.hpp) stages no stream: its first
-// stamp names where the input lies, its header carries its send displacements, and every
-// receiver copies its block from there in the first round; the rounds are then as many as the
-// longest staged stream needs. Such a sender returns once every peer has consumed the rounds.
+// A sender that leaves its input unstaged (in a symmetric buffer, or single copy:
+// writer_input.hpp) stages no stream: its first stamp names where the input lies, its header
+// carries its send displacements, and every receiver copies its block from there in the first
+// round; the rounds are then as many as the longest staged stream needs. Such a sender returns
+// once every peer has consumed the rounds.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "kernels/copy_kernel.hpp"
 #include "shm/collectives.hpp"
 #include "shm/sync.hpp"
+#include "shm/writer_input.hpp"
 
 namespace strata::shm {
 namespace {
@@ -93,12 +94,10 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
     my_in += recv_counts[j] * es;
     my_stream += j == r ? 0 : send_counts[j] * es;
   }
-  auto put = stream_results(s, my_stream, my_in) ? kernels::copy_streaming : kernels::copy;
+  CopyFn put = stream_results(s, my_stream, my_in) ? kernels::copy_streaming : kernels::copy;
   size_t extent = 0;  // of the input, bytes
   for (int j = 0; j < n; ++j) extent = std::max(extent, (send_displs[j] + send_counts[j]) * es);
-  const Windows::Found direct = s.windows().find(src, extent);  // peers read it where it lies
-  std::optional<StagingCopy> stage;
-  if (!direct.id) stage.emplace(c.write_modes.all_to_allv, my_stream, s.oversubscribed());
+  WriterInput input(c, c.write_modes.all_to_allv, src, extent, my_stream);
   std::shared_ptr<Window> held;
   // Stamped with no size: the ranks' sizes differ, and the header carries the counts.
   const Expect e{Kind::all_to_allv, 0, c.call};
@@ -106,12 +105,12 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
   std::vector<uint64_t> my_offset(size_t(n) + 1, 0);
   for (int j = 0; j < n; ++j) my_offset[j + 1] = my_offset[j] + (j == r ? 0 : send_counts[j] * es);
   auto stage_round = [&](uint8_t* at, uint64_t base, uint64_t cap) {
-    for (int j = 0; j < n && stage; ++j) {
+    for (int j = 0; j < n && input.staged(); ++j) {
       if (j == r) continue;
       const Piece p = overlap(my_offset[j], send_counts[j] * es, base, cap);
       if (!p.empty()) {
-        (*stage)(at + (p.lo - base), src + send_displs[j] * es + (p.lo - my_offset[j]),
-                 p.hi - p.lo);
+        input.stage(at + (p.lo - base), src + send_displs[j] * es + (p.lo - my_offset[j]),
+                    p.hi - p.lo);
       }
     }
   };
@@ -126,7 +125,7 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
   }
   const uint64_t cap0 = chunk - header;
   stage_round(mine0 + header, 0, cap0);
-  publish_written(s, first0, e, direct.id ? direct_source(direct.id, direct.offset) : 0);
+  input.publish(first0, e, 0);
   const size_t nn = size_t(n) * size_t(n);
   Matrix m{n, std::vector<uint64_t>(nn), std::vector<uint64_t>(nn), std::vector<uint64_t>(nn)};
   for (int j = 0; j < n; ++j) {
@@ -145,15 +144,14 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
       len(static_cast<size_t>(n));  // mine in each staged stream
   for (int j = 0; j < n; ++j) {
     if (j == r) {
-      if (!direct.id) longest = std::max(longest, m.stream(j, es));
+      if (input.staged()) longest = std::max(longest, m.stream(j, es));
       continue;
     }
-    // A sender whose stamp names its symmetric buffer: my block, straight from there.
+    // A sender that left its input unstaged: my block, straight from there.
     const size_t mine = recv_counts[j] * es;
-    const uint8_t* there =
-        written_data(s, j, first0, nullptr, m.displ[size_t(j) * n + r] * es, held, c.where);
-    if (there) {
-      put(dst + recv_displs[j] * es, there, mine);
+    if (unstaged(s, j, first0)) {
+      copy_written(s, j, first0, nullptr, m.displ[size_t(j) * n + r] * es,
+                   {dst + recv_displs[j] * es, mine, 0, mine}, put, held, c.where);
       continue;
     }
     longest = std::max(longest, m.stream(j, es));
@@ -188,8 +186,7 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
     publish(s, &SlotHeader::consumed, last + 1);
     base += cap;
   }
-  if (stage) stage->done();
-  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
+  input.finish();
 }
 
 }  // namespace strata::shm

@@ -1,12 +1,13 @@
 // Shared-memory all-gather, all-to-all and broadcast: stage a chunk in my slot, then every reader
-// copies what it needs straight out of the writers' slots. No reduction, one copy in, one out.
+// copies what it needs straight out of the writers' slots. No reduction, one copy in, one out;
+// or, unstaged (writer_input.hpp), one copy out of the writer's input.
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "kernels/copy_kernel.hpp"
 #include "shm/collectives.hpp"
 #include "shm/sync.hpp"
+#include "shm/writer_input.hpp"
 
 namespace strata::shm {
 
@@ -16,10 +17,8 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   const size_t per_chunk = s.chunk_bytes();
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  auto put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  const Windows::Found direct = s.windows().find(src, bytes);  // peers read it where it lies
-  std::optional<StagingCopy> stage;
-  if (!direct.id) stage.emplace(c.write_modes.all_gather, bytes * n, s.oversubscribed());
+  CopyFn put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
+  WriterInput input(c, c.write_modes.all_gather, src, bytes, bytes * n);
   std::shared_ptr<Window> held;
   const Expect e{Kind::all_gather, bytes, c.call};
   size_t off = 0;
@@ -27,18 +26,18 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
     const size_t k = std::min(per_chunk, bytes - off);
     const uint64_t seq = s.next_chunk++;
     wait_buffer_free(c.seg, seq, c.deadline, c.where);
-    if (stage) (*stage)(s.buffer(r, seq), src + off, k);
-    publish_written(s, seq, e, direct.id ? direct_source(direct.id, direct.offset + off) : 0);
+    input.stage(s.buffer(r, seq), src + off, k);
+    input.publish(seq, e, off);
     if (dst + r * bytes != src) put(dst + r * bytes + off, src + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_written(s, j, seq, e, c.deadline, c.where);
-      put(dst + j * bytes + off, written_data(s, j, seq, s.buffer(j, seq), 0, held, c.where), k);
+      copy_written(s, j, seq, s.buffer(j, seq), 0, {dst + j * bytes, bytes, off, k}, put, held,
+                   c.where);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   } while ((off += per_chunk) < bytes);
-  if (stage) stage->done();
-  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
+  input.finish();
 }
 
 // All-to-all rounds span several staging buffers (contiguous): every round all ranks must meet.
@@ -60,10 +59,8 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
       std::clamp<uint64_t>((n * bytes + s.chunk_bytes() - 1) / s.chunk_bytes(), 1, widest);
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  auto put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  const Windows::Found direct = s.windows().find(src, n * bytes);  // peers read it where it lies
-  std::optional<StagingCopy> stage;
-  if (!direct.id) stage.emplace(c.write_modes.all_to_all, bytes * n, s.oversubscribed());
+  CopyFn put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
+  WriterInput input(c, c.write_modes.all_to_all, src, n * bytes, n * bytes);
   std::shared_ptr<Window> held;
   const Expect e{Kind::all_to_all, bytes, c.call};
   size_t off = 0;
@@ -76,24 +73,23 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
     s.next_chunk += span;
     wait_buffer_free(c.seg, last, c.deadline, c.where);
     uint8_t* mine = s.buffer(r, first);
-    for (int j = 0; j < n && stage; ++j) {
-      if (j != r) (*stage)(mine + j * k, src + j * bytes + off, k);
+    for (int j = 0; j < n && input.staged(); ++j) {
+      if (j != r) input.stage(mine + j * k, src + j * bytes + off, k);
     }
     // Staged, block j of the round is at j * k of the round's buffers; unstaged, reader j finds
     // its block j * bytes after the round's start in the writer's input.
-    publish_written(s, last, e, direct.id ? direct_source(direct.id, direct.offset + off) : 0);
+    input.publish(last, e, off);
     put(dst + r * bytes + off, src + r * bytes + off, k);
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       wait_written(s, j, last, e, c.deadline, c.where);
-      put(dst + j * bytes + off,
-          written_data(s, j, last, s.buffer(j, first) + r * k, r * bytes, held, c.where), k);
+      copy_written(s, j, last, s.buffer(j, first) + r * k, r * bytes,
+                   {dst + j * bytes, bytes, off, k}, put, held, c.where);
     }
     publish(s, &SlotHeader::consumed, last + 1);
     off += k;
   } while (off < bytes);
-  if (stage) stage->done();
-  if (direct.id) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
+  input.finish();
 }
 
 // Only the root stages data, but on the first chunk every rank stamps its call and checks every

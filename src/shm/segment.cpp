@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +97,9 @@ Segment::Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth
                 "cannot map the shared segment " + path + ": " + std::strerror(map_errno));
   }
   base_ = static_cast<uint8_t*>(p);
+  SlotHeader& mine = header(rank);
+  mine.pid_address.store(reinterpret_cast<uint64_t>(&mine.pid), std::memory_order_relaxed);
+  mine.pid.store(int32_t(::getpid()), std::memory_order_release);
   store.set("shm/mapped/" + std::to_string(rank), Bytes{1});
   if (rank == 0) {
     // Hold the descriptor until every rank has opened it.
@@ -123,6 +127,40 @@ Segment::Segment(Store& store, int rank, int size, size_t chunk_bytes, int depth
 
 Segment::~Segment() {
   if (base_) ::munmap(base_, total_bytes_);
+}
+
+bool Segment::single_copy_possible() {
+  if (single_copy_ != Settled::unknown) return single_copy_ == Settled::yes;
+  constexpr uint32_t kUnknown = 0, kYes = 1, kNo = 2;
+  SlotHeader& mine = header(rank_);
+  if (mine.reads_peers.load(std::memory_order_relaxed) == kUnknown) {
+    bool all = true;
+    for (int j = 0; j < size_ && all; ++j) {
+      if (j == rank_) continue;
+      const int32_t pid = header(j).pid.load(std::memory_order_acquire);
+      if (pid == 0) return false;  // not mapped yet: try again at a later call
+      int32_t read = 0;
+      iovec local{&read, sizeof read};
+      iovec remote{reinterpret_cast<void*>(header(j).pid_address.load(std::memory_order_relaxed)),
+                   sizeof read};
+      all =
+          ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof read) && read == pid;
+    }
+    mine.reads_peers.store(all ? kYes : kNo, std::memory_order_release);
+    STRATA_LOG(INFO, "SHM") << "rank " << rank_ << (all ? " may" : " may not")
+                            << " read its peers' memory: single copy "
+                            << (all ? "offered" : "not offered");
+  }
+  for (int j = 0; j < size_; ++j) {
+    const uint32_t v = header(j).reads_peers.load(std::memory_order_acquire);
+    if (v == kUnknown) return false;
+    if (v == kNo) {
+      single_copy_ = Settled::no;
+      return false;
+    }
+  }
+  single_copy_ = Settled::yes;
+  return true;
 }
 
 uint8_t* Segment::buffer(int rank, uint64_t index) {

@@ -53,8 +53,9 @@ struct Stamp {
   std::atomic<uint32_t> kind{0};   ///< which collective (Kind, sync.hpp)
   std::atomic<uint32_t> call{0};   ///< its dtype, reduction and root (call_word, sync.hpp)
   /// 0: the chunk is in the buffer; else it lies in the writer's symmetric buffer, unstaged
-  /// (window.hpp; packed by direct_source, sync.hpp).
+  /// (window.hpp; packed by direct_source, sync.hpp), or, kInWriterMemory, at `address`.
   std::atomic<uint64_t> source{0};
+  std::atomic<uint64_t> address{0};  ///< single copy: the chunk's address in the writer's memory
 };
 
 struct SlotHeader {
@@ -67,6 +68,12 @@ struct SlotHeader {
   std::atomic<uint32_t> gave_up{0};
   char why[448];  ///< written before gave_up is set: the mismatch, with both calls
   Line lines[2];  ///< tiny collectives, alternately
+  /// Single copy (Segment::single_copy_possible): this rank's process id, the address of that
+  /// field in its own mapping (peers read it back to learn whether they may), and whether this
+  /// rank may read every peer's memory (0 until it has tried, then 1 yes or 2 no).
+  std::atomic<int32_t> pid{0};
+  std::atomic<uint32_t> reads_peers{0};
+  std::atomic<uint64_t> pid_address{0};
 };
 
 class Segment {
@@ -96,6 +103,13 @@ class Segment {
   /// The group's symmetric buffers (window.hpp).
   Windows& windows() { return windows_; }
 
+  /// Whether this rank may leave an input unstaged for its peers to copy out of its memory:
+  /// every rank, itself included, has read each peer's process id out of that peer's memory
+  /// (process_vm_readv; the kernel refuses it under Yama's ptrace_scope 1 or a seccomp filter
+  /// that forbids it). False until every peer has tried, which each does at its first call here
+  /// after all have mapped the segment; then settled for good.
+  bool single_copy_possible();
+
   /// Consulted by waits that sleep (transport/watchdog.hpp); not owned, may be null.
   void set_watchdog(transport::Watchdog* w) { watchdog_ = w; }
   transport::Watchdog* watchdog() const { return watchdog_; }
@@ -105,8 +119,9 @@ class Segment {
   uint64_t next_chunk = 0;
   /// Tiny collectives (one cache line each) so far by this rank, counted apart from chunks.
   uint64_t next_line = 0;
-  /// Chunks this rank has read unstaged, from peers' symmetric buffers (tests look).
-  uint64_t direct_reads = 0;
+  /// What this rank has read unstaged (tests look): chunks from peers' symmetric buffers, and
+  /// blocks copied out of their memory (single copy).
+  uint64_t direct_reads = 0, process_reads = 0;
 
  private:
   int rank_, size_;
@@ -119,6 +134,7 @@ class Segment {
   uint8_t* base_ = nullptr;
   transport::Watchdog* watchdog_ = nullptr;
   Windows windows_;
+  enum class Settled : uint8_t { no, yes, unknown } single_copy_ = Settled::unknown;
 };
 
 }  // namespace strata::shm

@@ -4,9 +4,11 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -171,14 +173,17 @@ void wait_flag(Segment& s, int rank, Flag f, uint64_t target, Clock::time_point 
   }
 }
 
-}  // namespace
-
-void give_up(Segment& s, int rank, const ErrorContext& where, const std::string& what) {
+// Marks this rank as having abandoned the collective, quoting `why` to its peers' waits.
+void abandon(Segment& s, const std::string& why) {
   auto& mine = s.header(s.rank());
-  const std::string why = "rank " + std::to_string(s.rank()) + " found a " + what;
   std::memcpy(mine.why, why.c_str(), std::min(why.size() + 1, sizeof mine.why - 1));
   mine.why[sizeof mine.why - 1] = 0;
   mine.gave_up.store(1, std::memory_order_release);
+}
+}  // namespace
+
+void give_up(Segment& s, int rank, const ErrorContext& where, const std::string& what) {
+  abandon(s, "rank " + std::to_string(s.rank()) + " found a " + what);
   ErrorContext w = where;
   w.peer = rank;
   throw Error(ErrorCode::invalid_argument, w, what);
@@ -250,16 +255,25 @@ bool line_ready(Segment& s, int rank, uint64_t number, const Expect& e) {
          line.what.load(std::memory_order_relaxed) == line_what(e);
 }
 
-void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source) {
+void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source,
+                     const void* address) {
   auto& st = s.header(s.rank()).stamps[chunk % uint64_t(s.depth())];
   st.chunk.store(chunk, std::memory_order_relaxed);
   st.bytes.store(e.bytes, std::memory_order_relaxed);
   st.kind.store(uint32_t(e.kind), std::memory_order_relaxed);
   st.call.store(e.call, std::memory_order_relaxed);
   st.source.store(source, std::memory_order_relaxed);
+  st.address.store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   publish(s, &SlotHeader::written, chunk + 1);  // releases the stamp with it
 }
 
+bool unstaged(Segment& s, int rank, uint64_t chunk) {
+  return s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(
+             std::memory_order_relaxed) != 0;
+}
+
+namespace {
+// Where `rank`'s chunk lies for copy_written's loads: staged, or in its symmetric buffer.
 const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t* staged,
                             size_t skip, std::shared_ptr<Window>& held, const ErrorContext& where) {
   const uint64_t source =
@@ -276,6 +290,39 @@ const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t*
   }
   ++s.direct_reads;
   return held->part(rank) + offset + skip;
+}
+}  // namespace
+
+void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, size_t skip,
+                  const ReadInto& to, CopyFn put, std::shared_ptr<Window>& held,
+                  const ErrorContext& where) {
+  const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
+  if (st.source.load(std::memory_order_relaxed) != kInWriterMemory) {
+    put(to.dst + to.off, written_data(s, rank, chunk, staged, skip, held, where), to.k);
+    return;
+  }
+  if (to.off != 0) return;  // the whole block came with the first chunk
+  const size_t bytes = to.bytes;
+  ++s.process_reads;
+  const int32_t pid = s.header(rank).pid.load(std::memory_order_relaxed);
+  auto* from = reinterpret_cast<uint8_t*>(st.address.load(std::memory_order_relaxed)) + skip;
+  for (size_t done = 0; done < bytes;) {  // the kernel may copy less than asked
+    iovec local{to.dst + done, bytes - done}, remote{from + done, bytes - done};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int err = got < 0 ? errno : EFAULT;
+      const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
+                               std::to_string(bytes) + " bytes out of rank " +
+                               std::to_string(rank) + "'s memory (process " + std::to_string(pid) +
+                               ", single copy): " + std::strerror(err);
+      abandon(s, what);
+      ErrorContext w = where;
+      w.peer = rank;
+      throw Error(err == ESRCH ? ErrorCode::peer_failure : ErrorCode::transport, w,
+                  what + (err == ESRCH ? " (that rank is gone)" : ""));
+    }
+    done += size_t(got);
+  }
 }
 
 bool buffer_free(Segment& s, uint64_t chunk) {

@@ -50,8 +50,14 @@ uint32_t call_word(DataType dt, int reduce, int root);
 
 /// Stamps staging buffer `chunk` with `e`, then publishes it (written = chunk + 1). A rank may
 /// stamp a chunk without staging data in it, so that peers can check what it called. `source`:
-/// 0 when the chunk is staged, else direct_source(...) of where it lies unstaged.
-void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source = 0);
+/// 0 when the chunk is staged, else direct_source(...) of where it lies unstaged, or
+/// kInWriterMemory with its `address` in this process.
+void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t source = 0,
+                     const void* address = nullptr);
+
+/// Stamp::source of a chunk that readers copy out of the writer's memory (single copy): no
+/// symmetric buffer's (direct_source's offsets stay below kMaxWindowBytes - 1).
+constexpr uint64_t kInWriterMemory = ~uint64_t(0);
 
 /// Stamp::source of a chunk left at `offset` of this rank's symmetric buffer `window`
 /// (window <= kMaxWindows, offset < kMaxWindowBytes: alloc_symmetric refuses more).
@@ -59,13 +65,28 @@ inline uint64_t direct_source(uint32_t window, size_t offset) {
   return uint64_t(window) << 40 | uint64_t(offset);
 }
 
-/// Where to read `rank`'s chunk `chunk` once wait_written returned: `staged` (in its staging
-/// buffers) if its stamp says so, else `skip` bytes on from where the chunk lies in its
-/// symmetric buffer (an all-to-all reader's own block). `held` keeps the window looked up, for
-/// the next chunk. A window this rank no longer holds fails the collective on every rank
-/// (give_up), naming it.
-const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t* staged,
-                            size_t skip, std::shared_ptr<Window>& held, const ErrorContext& where);
+/// True when `rank` left `chunk` unstaged (in a symmetric buffer or its memory); wait_written
+/// must have returned.
+bool unstaged(Segment& s, int rank, uint64_t chunk);
+
+using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
+
+/// Where a reader's block from one peer goes: `bytes` at `dst`; a chunk covers `k` of them from
+/// `off` on.
+struct ReadInto {
+  uint8_t* dst;
+  size_t bytes, off, k;
+};
+
+/// Copies `rank`'s chunk `chunk` into `to` once wait_written returned: with `put` out of its
+/// staging buffer (at `staged`) or, `skip` bytes on from where the chunk lies, out of its
+/// symmetric buffer; or, single copy, the whole block at its first chunk with the kernel out of
+/// the writer's memory (one system call, and no waits between chunks), nothing at the others.
+/// `held` keeps the window looked up, for the next chunk. A window this rank no longer holds, or
+/// a peer whose memory cannot be read (it died), fails the collective on every rank, naming it.
+void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, size_t skip,
+                  const ReadInto& to, CopyFn put, std::shared_ptr<Window>& held,
+                  const ErrorContext& where);
 
 /// Waits until `rank` has staged `chunk`, then checks its stamp against `e`; on a mismatch marks
 /// this rank as having given up and throws (invalid_argument, naming `rank` and both calls).

@@ -1,5 +1,5 @@
 // The write mode of staging copies: which CPU stores stage a large chunk in shared memory,
-// ordinary or streaming, learned at run time per rank.
+// ordinary or streaming, or no staging at all (single copy), learned at run time per rank.
 //
 // A staged chunk is written by one core and read by the others. Ordinary stores leave its lines
 // dirty in the writer's cache, and readers fetch them from there: fast when the cores share a
@@ -8,12 +8,19 @@
 // them from minute to minute). Streaming stores send the lines to memory, where readers fetch
 // them at DRAM speed either way: 2-3x faster far apart, 1.3-2x slower close together
 // (benchmarks/RESULTS.md, "vCPU placement"). No fixed choice wins, so every rank times its
-// operations of 64 KiB and more in the mode it uses, tries the other now and then, and keeps the
-// faster.
+// operations of 64 KiB and more in the mode it uses, tries the others now and then, and keeps the
+// fastest.
+//
+// Single copy: the collectives that only move data (all-gather, all-to-all(v)) may leave the
+// input unstaged and let every reader copy its part straight out of this process's memory
+// (process_vm_readv, as Open MPI's vader does; Segment::single_copy_possible). One cross-core
+// transfer per byte instead of two, but the kernel copies at its own speed and pins pages: on the
+// AMD EPYC VM it lost to staging, on the Intel Xeon VM staging lost (RESULTS.md), so it is one
+// more mode to time, offered only where the peers can read this process.
 //
 // The choice is the writer's alone (readers load the same bytes either way), so ranks that
 // disagree for a while still compute correct results. Every rank runs the same schedule, so they
-// try the other mode on the same operation and time the same thing.
+// try the other modes on the same operation and time the same thing.
 #pragma once
 
 #include <chrono>
@@ -24,28 +31,33 @@
 
 namespace strata::shm {
 
-enum class WriteMode : uint8_t { ordinary, streaming };
+/// single_copy: not staged; the readers copy the input out of the writer's memory.
+enum class WriteMode : uint8_t { ordinary, streaming, single_copy };
 
 /// The learned choice for one kind of operation on one group, as seen by one rank.
 class WriteModeChoice {
  public:
-  /// Every kTryEvery-th operation runs in the mode not currently preferred, to notice when the
-  /// other one has become faster (the host moved the cores). 1/16 of the operations in the
-  /// slower mode costs a few percent; a placement change is noticed within 16 operations.
+  /// Every kTryEvery-th operation runs in a mode not currently preferred (the others in turn), to
+  /// notice when one has become faster (the host moved the cores). 1/16 of the operations in a
+  /// slower mode costs a few percent; a placement change is noticed within 16-32 operations.
   static constexpr uint64_t kTryEvery = 16;
 
-  /// The mode for the next operation.
-  WriteMode next();
+  /// The mode for the next operation; single_copy only when `single_copy` offers it (it is
+  /// measured the first time it is offered, from operation 3 on).
+  WriteMode next(bool single_copy = false);
   /// The time the operation begun by the last next() took, per byte of its payload.
   void record(double seconds_per_byte);
-  /// The mode the estimates now prefer (ordinary until both have been measured).
-  WriteMode preferred() const;
+  /// The fastest measured mode among those offered (ordinary until it has been measured).
+  WriteMode preferred(bool single_copy = false) const;
 
  private:
+  double& cost(WriteMode m) { return cost_[int(m)]; }
+  double cost(WriteMode m) const { return cost_[int(m)]; }
+
   uint64_t ops_ = 0;
   WriteMode running_ = WriteMode::ordinary;
   WriteMode last_recorded_ = WriteMode::ordinary;
-  double cost_[2] = {0, 0};  // seconds per byte, per mode; 0: not measured
+  double cost_[3] = {0, 0, 0};  // seconds per byte, per mode; 0: not measured
 };
 
 /// One collective's choices by payload size, learned apart because the cost per byte differs
@@ -75,11 +87,13 @@ struct StagingWriteModes {
 
 /// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
 /// timed for it from construction to done(), or the mode `policy` forces (neither learned nor
-/// timed). An operation that throws is not recorded.
+/// timed). `single_copy`: the operation may leave its input unstaged (mode() single_copy, where
+/// the copy does nothing); a policy of single_copy where it may not stages with ordinary stores.
+/// An operation that throws is not recorded.
 class StagingCopy {
  public:
   StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool oversubscribed,
-              ShmWriteMode policy = config().shm_write_mode);
+              bool single_copy = false, ShmWriteMode policy = config().shm_write_mode);
   void operator()(void* dst, const void* src, size_t n) const;
   WriteMode mode() const { return mode_; }
   void done();

@@ -1,0 +1,29 @@
+#include "shm/writer_input.hpp"
+
+namespace strata::shm {
+
+WriterInput::WriterInput(Context& c, SizedWriteModeChoice& choices, const void* in, size_t extent,
+                         size_t payload)
+    : c_(c), in_(static_cast<const uint8_t*>(in)), direct_(c.seg.windows().find(in, extent)) {
+  // A symmetric buffer's input is read with plain loads: faster than the kernel's copy.
+  if (!direct_.id) {
+    stage_.emplace(choices, payload, c.seg.oversubscribed(), c.seg.single_copy_possible());
+  }
+}
+
+void WriterInput::publish(uint64_t chunk, const Expect& e, size_t off) const {
+  if (direct_.id)
+    publish_written(c_.seg, chunk, e, direct_source(direct_.id, direct_.offset + off));
+  else if (!staged())
+    publish_written(c_.seg, chunk, e, kInWriterMemory, in_ + off);
+  else
+    publish_written(c_.seg, chunk, e);
+}
+
+void WriterInput::finish() {
+  // Unstaged, the peers' reads of this input are part of what the mode costs.
+  if (!staged()) wait_all(c_.seg, &SlotHeader::consumed, c_.seg.next_chunk, c_.deadline, c_.where);
+  if (stage_) stage_->done();
+}
+
+}  // namespace strata::shm

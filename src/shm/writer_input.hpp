@@ -1,0 +1,40 @@
+// How this rank's input to a collective that only moves data (all-gather, all-to-all(v)) reaches
+// its peers: staged chunk by chunk in its slot in the learned write mode; read where it lies,
+// when it lies in a symmetric buffer (window.hpp); or copied by each reader straight out of this
+// process (single copy, write_mode.hpp). Unstaged, the input must stay as it is until every peer
+// has read it, so the call returns only then (finish).
+#pragma once
+
+#include <optional>
+
+#include "shm/collectives.hpp"
+#include "shm/sync.hpp"
+
+namespace strata::shm {
+
+class WriterInput {
+ public:
+  /// `in`, of which the peers read `extent` bytes; the learned choice (`choices`) is timed per
+  /// byte of `payload`.
+  WriterInput(Context& c, SizedWriteModeChoice& choices, const void* in, size_t extent,
+              size_t payload);
+  bool staged() const { return stage_ && stage_->mode() != WriteMode::single_copy; }
+  /// Staged: copies `k` bytes of the input to the staging buffer at `to`. Unstaged: nothing.
+  void stage(void* to, const void* from, size_t k) const {
+    if (staged()) (*stage_)(to, from, k);
+  }
+  /// Stamps and publishes chunk `chunk`, whose data starts `off` bytes into the input when
+  /// unstaged (publish_written).
+  void publish(uint64_t chunk, const Expect& e, size_t off) const;
+  /// Ends the call: unstaged, waits until every peer has read the input; then times the
+  /// operation for the learned choice.
+  void finish();
+
+ private:
+  Context& c_;
+  const uint8_t* in_;
+  Windows::Found direct_;             // a symmetric buffer's part, or none (id 0)
+  std::optional<StagingCopy> stage_;  // none when direct
+};
+
+}  // namespace strata::shm

@@ -1,0 +1,75 @@
+// Single copy (shm/writer_input.hpp): a writer leaves its input unstaged and its peers copy their
+// blocks out of its memory with the kernel. Learned, every kind of operation of 64 KiB and more
+// measures single copy once it is offered (its fourth operation of a size), so the twenty calls of
+// each kind below run some unstaged wherever the kernel lets the ranks read each other; every
+// result is checked element by element. CTest's mp_single_copy_np* force it for every call
+// (STRATA_SHM_WRITE_MODE=single_copy), with the collective and symmetric-buffer tests.
+#include "mp.hpp"
+#include "runtime/communicator_impl.hpp"
+
+using namespace strata;
+
+namespace {
+
+// Element i of what rank `from` sends rank `to` in call `call` (all_gather: to = 0).
+int32_t value(int from, int to, size_t i, int call) {
+  return int32_t(from * 1000003 + to * 7919 + i * 3 + size_t(call) * 104729);
+}
+
+// Elements rank i sends rank j in the all_to_allv: uneven, none from rank 1 to rank 0.
+size_t sent(int i, int j, size_t base) {
+  return i == 1 && j == 0 ? 0 : base + size_t(j) * 1000 + size_t(i) * 17;
+}
+
+}  // namespace
+
+TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
+  auto g = mp::world().split(0, mp::world().rank());
+  shm::Segment* s = runtime::GroupAccess::of(g).segment();
+  if (!s) GTEST_SKIP() << "needs a shared segment (2 or more ranks on one node)";
+  const int n = g.size(), r = g.rank();
+  const size_t count = 70000;  // 280 KB a block: two chunks, and learned (64 KiB and up)
+  const uint64_t before = s->process_reads;
+  for (int call = 0; call < 20; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    std::vector<int32_t> in(count * n), out(count * n, -1);
+    for (size_t i = 0; i < count; ++i) in[i] = value(r, 0, i, call);
+    g.all_gather(Buffer{in.data(), count, DataType::i32}, buffer(out)).wait();
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[size_t(j) * count + i], value(j, 0, i, call)) << "block " << j << " " << i;
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < count; ++i) in[size_t(j) * count + i] = value(r, j, i, call);
+    }
+    std::fill(out.begin(), out.end(), -1);
+    g.all_to_all(buffer(in), buffer(out)).wait();
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[size_t(j) * count + i], value(j, r, i, call)) << "from " << j << " " << i;
+      }
+    }
+    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+    for (int j = 0; j < n; ++j) {
+      sc[j] = sent(r, j, count / 4), rc[j] = sent(j, r, count / 4);
+      sd[j] = j == 0 ? 0 : sd[j - 1] + sc[j - 1], rd[j] = j == 0 ? 0 : rd[j - 1] + rc[j - 1];
+    }
+    std::vector<int32_t> vin(sd[n - 1] + sc[n - 1]), vout(rd[n - 1] + rc[n - 1], -1);
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < sc[j]; ++i) vin[sd[j] + i] = value(r, j, i, call);
+    }
+    g.all_to_allv(buffer(vin), sc, sd, buffer(vout), rc, rd).wait();
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < rc[j]; ++i) {
+        ASSERT_EQ(vout[rd[j] + i], value(j, r, i, call)) << "v from " << j << " " << i;
+      }
+    }
+  }
+  if (!s->single_copy_possible()) {
+    std::printf("rank %d: the kernel does not let these ranks read each other: staged only\n", r);
+  } else if (!s->oversubscribed()) {  // more ranks than cores learn from 4 MiB only
+    // Each kind measured single copy at least once: a block from every peer each time.
+    EXPECT_GE(s->process_reads - before, uint64_t(3 * (n - 1)));
+  }
+}
