@@ -55,6 +55,67 @@ void drop_over_capacity(Routing& r, int cap, ContextSplit* cp) {
   }
 }
 
+// Every expert on this rank: the rows stay.
+class Local final : public Exchange {
+ public:
+  int size() const override { return 1; }
+  void counts(const std::vector<int32_t>& mine, std::vector<int32_t>& theirs) override {
+    theirs = mine;
+  }
+  void rows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+            const std::vector<size_t>&, int width) override {
+    std::memcpy(recv, send, sizeof(float) * send_rows[0] * size_t(width));
+  }
+};
+
+Exchange& or_local(Exchange* ex) {
+  static thread_local Local local;
+  return ex ? *ex : local;
+}
+
+// Rows `rows` of `width` floats, from src's row map[q] to dst's row q (or the reverse).
+void gather_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
+                 int width) {
+  for (size_t q = 0; q < rows; ++q)
+    std::memcpy(dst + q * width, src + size_t(map[q]) * width, sizeof(float) * width);
+}
+void scatter_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
+                  int width) {
+  for (size_t q = 0; q < rows; ++q)
+    std::memcpy(dst + size_t(map[q]) * width, src + q * width, sizeof(float) * width);
+}
+
+// The exchange's layout for routing `o` (experts in rank order, El per rank): what goes to each
+// rank, what comes from each, and where each of my experts' rows sit among those that came.
+// Rows arrive by source rank, each source's by expert; my expert l's rows are taken from every
+// source in rank order, so an expert sees its rows in the order one rank holding every token
+// would (the ranks' tokens are consecutive slices of the batch).
+void lay_out(Acts& a, Exchange& ex) {
+  const int P = ex.size(), El = a.E / P;
+  a.sent.assign(size_t(a.E), 0);
+  for (int e = 0; e < a.E; ++e) a.sent[size_t(e)] = a.o.first[size_t(e) + 1] - a.o.first[size_t(e)];
+  for (int j = 0; j < P; ++j)
+    a.to_rank[size_t(j)] = size_t(a.o.first[size_t(j + 1) * El] - a.o.first[size_t(j) * El]);
+  ex.counts(a.sent, a.from);
+  std::vector<size_t> start(size_t(P) + 1, 0);  // each source's first row in recv
+  for (int i = 0; i < P; ++i) {
+    a.from_rank[size_t(i)] = 0;
+    for (int l = 0; l < El; ++l) a.from_rank[size_t(i)] += size_t(a.from[size_t(i) * El + l]);
+    start[size_t(i) + 1] = start[size_t(i)] + a.from_rank[size_t(i)];
+  }
+  a.lfirst.assign(size_t(El) + 1, 0);
+  a.perm.resize(start[size_t(P)]);
+  size_t q = 0;
+  for (int l = 0; l < El; ++l) {
+    for (int i = 0; i < P; ++i) {
+      size_t at = start[size_t(i)];
+      for (int m = 0; m < l; ++m) at += size_t(a.from[size_t(i) * El + m]);
+      for (int32_t n = 0; n < a.from[size_t(i) * El + l]; ++n) a.perm[q++] = int(at + size_t(n));
+    }
+    a.lfirst[size_t(l) + 1] = int(q);
+  }
+}
+
 }  // namespace
 
 void route(Routing& r, const float* logits, int B, int T, int E, int k, double capacity,
@@ -118,71 +179,6 @@ void order(Order& o, const Routing& r) {
     o.pos[s] = q;
   }
 }
-
-namespace {
-
-// Every expert on this rank: the rows stay.
-class Local final : public Exchange {
- public:
-  int size() const override { return 1; }
-  void counts(const std::vector<int32_t>& mine, std::vector<int32_t>& theirs) override {
-    theirs = mine;
-  }
-  void rows(const float* send, const std::vector<size_t>& send_rows, float* recv,
-            const std::vector<size_t>&, int width) override {
-    std::memcpy(recv, send, sizeof(float) * send_rows[0] * size_t(width));
-  }
-};
-
-Exchange& or_local(Exchange* ex) {
-  static thread_local Local local;
-  return ex ? *ex : local;
-}
-
-// Rows `rows` of `width` floats, from src's row map[q] to dst's row q (or the reverse).
-void gather_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
-                 int width) {
-  for (size_t q = 0; q < rows; ++q)
-    std::memcpy(dst + q * width, src + size_t(map[q]) * width, sizeof(float) * width);
-}
-void scatter_rows(float* dst, const float* src, const std::vector<int>& map, size_t rows,
-                  int width) {
-  for (size_t q = 0; q < rows; ++q)
-    std::memcpy(dst + size_t(map[q]) * width, src + q * width, sizeof(float) * width);
-}
-
-// The exchange's layout for routing `o` (experts in rank order, El per rank): what goes to each
-// rank, what comes from each, and where each of my experts' rows sit among those that came.
-// Rows arrive by source rank, each source's by expert; my expert l's rows are taken from every
-// source in rank order, so an expert sees its rows in the order one rank holding every token
-// would (the ranks' tokens are consecutive slices of the batch).
-void lay_out(Acts& a, Exchange& ex) {
-  const int P = ex.size(), El = a.E / P;
-  a.sent.assign(size_t(a.E), 0);
-  for (int e = 0; e < a.E; ++e) a.sent[size_t(e)] = a.o.first[size_t(e) + 1] - a.o.first[size_t(e)];
-  for (int j = 0; j < P; ++j)
-    a.to_rank[size_t(j)] = size_t(a.o.first[size_t(j + 1) * El] - a.o.first[size_t(j) * El]);
-  ex.counts(a.sent, a.from);
-  std::vector<size_t> start(size_t(P) + 1, 0);  // each source's first row in recv
-  for (int i = 0; i < P; ++i) {
-    a.from_rank[size_t(i)] = 0;
-    for (int l = 0; l < El; ++l) a.from_rank[size_t(i)] += size_t(a.from[size_t(i) * El + l]);
-    start[size_t(i) + 1] = start[size_t(i)] + a.from_rank[size_t(i)];
-  }
-  a.lfirst.assign(size_t(El) + 1, 0);
-  a.perm.resize(start[size_t(P)]);
-  size_t q = 0;
-  for (int l = 0; l < El; ++l) {
-    for (int i = 0; i < P; ++i) {
-      size_t at = start[size_t(i)];
-      for (int m = 0; m < l; ++m) at += size_t(a.from[size_t(i) * El + m]);
-      for (int32_t n = 0; n < a.from[size_t(i) * El + l]; ++n) a.perm[q++] = int(at + size_t(n));
-    }
-    a.lfirst[size_t(l) + 1] = int(q);
-  }
-}
-
-}  // namespace
 
 Acts::Acts(int B_, int T_, int C_, int E_, int k_, int ranks_)
     : B(B_),
