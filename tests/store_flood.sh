@@ -27,7 +27,7 @@ for r in 0 1 2 3; do
 done
 echo "the flood opened $(grep ^opened "$dir/flood.log" | tail -1 | cut -d' ' -f2) connections"
 cat "$dir/rank0.log" | grep -E "STORE|all_reduce|^ +[0-9]" | head -40
-if [ $status -ne 0 ]; then tail -20 "$dir"/rank*.log; exit 1; fi
+if [ $status -ne 0 ]; then tail -n 20 "$dir"/rank*.log; exit 1; fi
 refused=$(grep "refused connection from" "$dir/rank0.log")
 if [ -z "$refused" ]; then echo "FAIL: no refusal logged: did the flood reach the store?"; exit 1; fi
 dups=$(sed -n 's/.*\[\([^;]*\);.*/\1/p' <<< "$refused" | sort | uniq -d)

@@ -57,11 +57,7 @@ void TcpStoreServer::Impl::accept_new() {
     open_ = conns_.size();
     // A client's HELLO usually follows its connect at once: take it now, so that it is
     // authenticated before a flood of newer connections could make it the oldest.
-    try {
-      service(*conns_.back(), POLLIN);
-    } catch (const std::exception& e) {
-      reject(*conns_.back(), store::Refusal::internal, std::string("internal error: ") + e.what());
-    }
+    service_or_reject(*conns_.back(), POLLIN);
   }
 }
 
@@ -80,7 +76,11 @@ bool TcpStoreServer::Impl::make_room(uint32_t source, const std::string& peer) {
   }
   if (!from) return conns_.size() < max_connections_;
   for (auto& c : conns_) {  // accepted in order: the first found is the oldest
-    if (!c->closed && !c->authenticated && c->source == *from) {
+    if (c->closed || c->authenticated || c->source != *from) continue;
+    // Its HELLO may be waiting unread (a client slow to be scheduled): take it before judging.
+    service_or_reject(*c, POLLIN);
+    if (c->closed) return true;  // it said something wrong, or went: that made the room
+    if (!c->authenticated) {
       reject(*c, store::Refusal::crowded_out,
              "unauthenticated for " +
                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
@@ -108,6 +108,14 @@ void TcpStoreServer::Impl::service(ServerConnection& c, short revents) {
                " bytes of it received)");
   } else {
     drop(c);
+  }
+}
+
+void TcpStoreServer::Impl::service_or_reject(ServerConnection& c, short revents) {
+  try {
+    service(c, revents);
+  } catch (const std::exception& e) {
+    reject(c, store::Refusal::internal, std::string("internal error: ") + e.what());
   }
 }
 
@@ -142,6 +150,7 @@ void TcpStoreServer::Impl::pump(ServerConnection& c) {
     if (c.in.size() < store::kHeaderBytes) break;
     std::string why;
     auto h = store::parse_header(c.in.data(), why);
+    if (!h && !c.authenticated) return reject_saying(c, store::Refusal::malformed, why);
     if (!h) return reject(c, store::Refusal::malformed, why);
     // Judge the type from the header alone, before waiting for (and buffering) the payload.
     if (!c.authenticated && h->type != Type::hello) {
@@ -221,11 +230,7 @@ void TcpStoreServer::Impl::expire(Clock::time_point now) {
       c->deferred.reset();
       c->deferred_until = Clock::time_point::max();
       reply(*c, Message{.type = Type::timeout});
-      try {
-        pump(*c);
-      } catch (const std::exception& e) {
-        reject(*c, store::Refusal::internal, std::string("internal error: ") + e.what());
-      }
+      service_or_reject(*c, 0);  // 0: send, then handle what is buffered
     }
   }
   refusals_.summarize(now);

@@ -80,6 +80,7 @@ class TcpStoreServer::Impl {
   int poll_timeout_ms(Clock::time_point now) const;
   void accept_new();
   void service(ServerConnection& c, short revents);
+  void service_or_reject(ServerConnection& c, short revents);  // an exception rejects c only
   bool read_some(ServerConnection& c);  // false: the peer closed or the socket failed
   void pump(ServerConnection& c);       // send what is queued, then handle the next frames
   bool flush(ServerConnection& c);
@@ -91,6 +92,9 @@ class TcpStoreServer::Impl {
   void reply_error(ServerConnection& c, const std::string& text);
   bool make_room(uint32_t source, const std::string& peer);  // false: refuse the newcomer
   void reject(ServerConnection& c, store::Refusal cause, const std::string& why);
+  // reject(), first sending `why` as an ERROR reply: for a client of this store that is wrong
+  // for it (token, protocol version), so that it fails at once instead of retrying.
+  void reject_saying(ServerConnection& c, store::Refusal cause, const std::string& why);
   void drop(ServerConnection& c);
   void close(ServerConnection& c);  // marks it closed and makes its WILLs come true
   void forget_unauthenticated(const ServerConnection& c);  // it authenticated or closed

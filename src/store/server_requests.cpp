@@ -31,17 +31,7 @@ void TcpStoreServer::Impl::hello(ServerConnection& c, const Message& m) {
   for (size_t i = 0; i < m.value.size() && i < token_.size(); ++i) {
     diff |= m.value[i] ^ uint8_t(token_[i]);
   }
-  if (diff != 0) {
-    // Say why before closing, so the client can report it; best effort, never waited for.
-    Message e;
-    e.type = Type::error;
-    const std::string text = "wrong job token";
-    e.value.assign(text.begin(), text.end());
-    const auto f = store::encode(e);
-    ssize_t ignored = ::send(c.fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)ignored;
-    return reject(c, store::Refusal::wrong_token, "wrong job token");
-  }
+  if (diff != 0) return reject_saying(c, store::Refusal::wrong_token, "wrong job token");
   c.authenticated = true;
   forget_unauthenticated(c);
   reply(c, Message{});
@@ -127,11 +117,7 @@ void TcpStoreServer::Impl::answer_deferred() {
       if (c->closed || !c->deferred || !try_answer(*c, *c->deferred)) continue;
       c->deferred.reset();
       c->deferred_until = Clock::time_point::max();
-      try {
-        pump(*c);
-      } catch (const std::exception& e) {
-        reject(*c, store::Refusal::internal, std::string("internal error: ") + e.what());
-      }
+      service_or_reject(*c, 0);  // 0: send, then handle what is buffered
     }
   }
 }
@@ -147,6 +133,20 @@ void TcpStoreServer::Impl::reply_error(ServerConnection& c, const std::string& t
   e.value.assign(text.begin(),
                  text.begin() + std::ptrdiff_t(std::min(text.size(), store::kMaxErrorBytes)));
   reply(c, e);
+}
+
+void TcpStoreServer::Impl::reject_saying(ServerConnection& c, store::Refusal cause,
+                                         const std::string& why) {
+  // Say why before closing, so the client reports it rather than retrying a handshake that a
+  // flood might have cut; best effort, never waited for.
+  Message e;
+  e.type = Type::error;
+  e.value.assign(why.begin(),
+                 why.begin() + std::ptrdiff_t(std::min(why.size(), store::kMaxErrorBytes)));
+  const auto f = store::encode(e);
+  ssize_t ignored = ::send(c.fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
+  reject(c, cause, why);
 }
 
 void TcpStoreServer::Impl::reject(ServerConnection& c, store::Refusal cause,

@@ -120,6 +120,9 @@ class TcpStore::Impl {
 
  private:
   void connect_locked(const char* op);
+  // Says HELLO on fd_: true when accepted, false (fd_ closed, `why` set) when the connection was
+  // closed without an answer; throws when refused or on any other failure.
+  bool handshake(const char* op, Clock::time_point deadline, std::string& why);
   int try_connect(const sockaddr_in& a, Clock::time_point deadline, std::string& why);
   void disconnect();
   Io exchange(const Message& request, Clock::time_point deadline, Message& reply, std::string& why);
@@ -186,33 +189,37 @@ void TcpStore::Impl::connect_locked(const char* op) {
   const auto deadline = store::deadline_after(options_.connect_timeout);
   auto backoff = milliseconds(10);
   std::string why;
-  // The server may not be up yet (or its name not yet resolvable): retry until the deadline.
-  while (fd_ < 0) {
+  // The server may not be up yet (or its name not yet resolvable), or a flood of connections may
+  // have crowded this one out before its HELLO was read: retry until the deadline.
+  for (;;) {
     sockaddr_in a{};
     std::string resolve_why;
     if (!store::resolve_ipv4(options_.host, options_.port, /*passive=*/false, a, resolve_why)) {
       why = "cannot resolve '" + options_.host + "': " + resolve_why;
     } else {
       fd_ = try_connect(a, deadline, why);
-      if (fd_ >= 0) break;
       // Refused after it was up: the server is gone, not late (under from_env it lives in rank
       // 0's process). Waiting out connect_timeout would hold a survivor's error for minutes.
-      if (was_up_ && errno_ == ECONNREFUSED) {
+      if (fd_ < 0 && was_up_ && errno_ == ECONNREFUSED) {
         throw Error(
             ErrorCode::peer_failure, store::at(op),
             "the store at " + server_ + " is gone (it refused a reconnection: " + why + ")");
       }
+      if (fd_ >= 0 && handshake(op, deadline, why)) return;
     }
     const auto now = Clock::now();
-    if (now >= deadline) {
+    if (now < deadline)
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    if (Clock::now() >= deadline) {  // checked after the pause, so `why` is the last real try's
       throw Error(ErrorCode::timeout, store::at("store.connect"),
                   "cannot reach the store at " + server_ + " within " +
                       store::ms(options_.connect_timeout) + ": " + why);
     }
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, milliseconds(500));
   }
+}
 
+bool TcpStore::Impl::handshake(const char* op, Clock::time_point deadline, std::string& why) {
   Message hello;
   hello.type = Type::hello;
   hello.value.assign(options_.token.begin(), options_.token.end());
@@ -221,7 +228,7 @@ void TcpStore::Impl::connect_locked(const char* op) {
   const Io io = exchange(hello, hs_deadline, reply, why);
   if (io == Io::done && reply.type == Type::ok) {
     was_up_ = true;
-    return;
+    return true;
   }
   disconnect();
   if (io == Io::done && reply.type == Type::error) {
@@ -236,11 +243,13 @@ void TcpStore::Impl::connect_locked(const char* op) {
                            "rank reached another job's store)"
                          : ""));
   }
-  if (io == Io::closed) {
-    throw Error(ErrorCode::peer_failure, store::at(op),
-                "the store at " + server_ +
-                    " closed the connection during the handshake (wrong job token, protocol "
-                    "version mismatch or too many connections; see the server's log)");
+  // Closed without a word: a store refusing a client says why, so this one was crowded out
+  // (or the listener is not a Strata store): worth another try.
+  if (io == Io::closed || (io == Io::failed && (errno_ == ECONNRESET || errno_ == EPIPE))) {
+    why =
+        "it closed the connection during the handshake (crowded out by a flood of "
+        "connections, or not a Strata store; see the server's log)";
+    return false;
   }
   if (io == Io::timeout) {
     throw Error(ErrorCode::timeout, store::at(op),

@@ -127,11 +127,7 @@ void TcpStoreServer::Impl::round() {
   for (size_t i = 0; i < polled; ++i) {
     const short ev = fds_[i + 2].revents;
     if (ev == 0 || conns_[i]->closed) continue;
-    try {
-      service(*conns_[i], ev);
-    } catch (const std::exception& e) {
-      reject(*conns_[i], store::Refusal::internal, std::string("internal error: ") + e.what());
-    }
+    service_or_reject(*conns_[i], ev);
   }
   answer_deferred();
   expire(Clock::now());

@@ -26,6 +26,24 @@ TEST(TcpStore, WrongTokenIsRefusedCountedAndLoggedWhileGoodClientsCarryOn) {
   }
 }
 
+// A client of another protocol version is told so, and fails at once instead of retrying a
+// handshake it takes for crowded out.
+TEST(TcpStore, AnotherProtocolVersionIsAnsweredWithAnError) {
+  TcpStoreServer server(opts(0));
+  Raw r(server.port());
+  r.send(header(store::kMagic, 7, 1, uint32_t(kToken.size())) + bytes(kToken));
+  const auto head = r.read(store::kHeaderBytes);
+  ASSERT_TRUE(head.has_value());
+  std::string why;
+  const auto h = store::parse_header(head->data(), why);
+  ASSERT_TRUE(h.has_value()) << why;
+  EXPECT_EQ(h->type, store::Type::error);
+  const auto text = r.read(h->length);
+  ASSERT_TRUE(text.has_value());
+  EXPECT_TRUE(contains(std::string(text->begin(), text->end()), "protocol version 7")) << h->length;
+  EXPECT_TRUE(r.closed_within(3s));
+}
+
 // Each case on a server of its own, so that its refusal is the first of its cause and logged.
 TEST(TcpStore, MalformedFramesCloseOnlyThatConnection) {
   const auto hello = hello_frame();
