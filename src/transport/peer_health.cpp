@@ -66,20 +66,23 @@ void PeerHealth::check(const ErrorContext& where) {
 
 void PeerHealth::probe() {
   if (take_notice()) return;
+  // Of the ranks whose processes are gone, the one seen gone first: a survivor that failed
+  // naming it exits after it.
+  const auto now = Clock::now();
+  int first = -1;
   for (size_t r = 0; r < processes_.size(); ++r) {
-    if (int(r) != rank_ && !process_alive(int(r))) {
-      // A rank that saw a death reports it and only then exits: its notice may still be in
-      // flight to us. Take it before blaming that rank (kill_test caught rank 3 naming rank 1,
-      // which had exited after reporting rank 2's death).
-      for (int round = 0; round < 16; ++round) {
-        if (take_notice()) return;
-      }
-      const auto now = Clock::now();
-      if (gone_since_[r] == Clock::time_point{}) gone_since_[r] = now;
-      if (now - gone_since_[r] >= kExitGrace) report_death(int(r));
-      return;
-    }
+    if (int(r) == rank_ || process_alive(int(r))) continue;
+    if (gone_since_[r] == Clock::time_point{}) gone_since_[r] = now;
+    if (first < 0 || gone_since_[r] < gone_since_[size_t(first)]) first = int(r);
   }
+  if (first < 0) return;
+  // A rank that saw a death reports it and only then exits: its notice may still be in flight to
+  // us. Take it before blaming that rank (kill_test caught rank 3 naming rank 1, which had exited
+  // after reporting rank 2's death).
+  for (int round = 0; round < 16; ++round) {
+    if (take_notice()) return;
+  }
+  if (now - gone_since_[size_t(first)] >= kExitGrace) report_death(first);
 }
 
 bool PeerHealth::take_notice() {

@@ -97,6 +97,11 @@ void Worker::send_notice(const Notice& n) {
                                           tags::control(rank_, tags::Control::notice), &p);
     if (UCS_PTR_IS_PTR(r)) sending.push_back(r);
   }
+  // A send UCX calls complete may still sit in its transmit buffer (TCP, behind a collective's
+  // data): the flush gets it onto the wire, so a rank that exits next still tells the others.
+  ucp_request_param_t f{};
+  ucs_status_ptr_t flush = ucp_worker_flush_nbx(worker_, &f);
+  if (UCS_PTR_IS_PTR(flush)) sending.push_back(flush);
   const auto until = Clock::now() + std::chrono::milliseconds(200);
   for (void* r : sending) {
     while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
