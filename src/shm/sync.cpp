@@ -315,11 +315,13 @@ void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, s
                                std::to_string(bytes) + " bytes out of rank " +
                                std::to_string(rank) + "'s memory (process " + std::to_string(pid) +
                                ", single copy): " + std::strerror(err);
-      abandon(s, what);
       ErrorContext w = where;
       w.peer = rank;
-      throw Error(err == ESRCH ? ErrorCode::peer_failure : ErrorCode::transport, w,
-                  what + (err == ESRCH ? " (that rank is gone)" : ""));
+      // A writer that is gone is a death the peers see for themselves (peer health): abandoning
+      // would make them blame this rank instead.
+      if (err == ESRCH) throw Error(ErrorCode::peer_failure, w, what + " (that rank is gone)");
+      abandon(s, what);
+      throw Error(ErrorCode::transport, w, what);
     }
     done += size_t(got);
   }

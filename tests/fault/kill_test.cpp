@@ -3,8 +3,8 @@
 // files in /dev/shm or /tmp). Four moments, 20 repetitions each (STRATA_KILL_REPS), random victim
 // and random kill time:
 //   Collective: all ranks in back-to-back 1 MiB all-reduces (the others wait in one).
-//   Dispatch:   back-to-back all_to_allv of uneven blocks (a MoE layer's), on the segment and
-//               on the network path (10 repetitions each).
+//   Dispatch:   back-to-back all_to_allv of uneven blocks (a MoE layer's), on the segment (also
+//               in single copy) and on the network path (10 repetitions each).
 //   Between:    small all-reduces with 30 ms of compute between them (the kill lands outside).
 //   Start-up:   within 100 ms of the victim joining the job's store (its node record is there),
 //               while the ranks meet (a job here is ready after 60-80 ms). The ranks' timeout is
@@ -101,6 +101,14 @@ TEST(KillRank, DuringDispatchOnTheNetworkPath) {
   ::setenv("STRATA_SHM", "0", 1);  // inherited by the ranks
   run_scenario("dispatch_net", "dispatch", false, 0, 10);
   ::unsetenv("STRATA_SHM");
+}
+// The same in single copy (each reader copies its block straight out of the writer's memory,
+// which then waits until every reader has): a writer that dies under a reader's
+// process_vm_readv, and a reader that dies while its writer waits for it.
+TEST(KillRank, DuringDispatchInSingleCopy) {
+  ::setenv("STRATA_SHM_WRITE_MODE", "single_copy", 1);  // inherited by the ranks
+  run_scenario("dispatch_single_copy", "dispatch", false, 0, 10);
+  ::unsetenv("STRATA_SHM_WRITE_MODE");
 }
 // A rank dies while the others are in an all-reduce of GPU memory: on a one-GPU machine the four
 // ranks share it and the call is staged (its host legs see the death); skipped without a GPU.
