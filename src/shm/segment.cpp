@@ -129,6 +129,20 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, total_bytes_);
 }
 
+int read_process(int32_t pid, void* to, const void* from, size_t bytes) {
+  auto* dst = static_cast<uint8_t*>(to);
+  const auto* src = static_cast<const uint8_t*>(from);
+  for (size_t done = 0; done < bytes;) {
+    iovec local{dst + done, bytes - done};
+    iovec remote{const_cast<uint8_t*>(src + done), bytes - done};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return got < 0 ? errno : EFAULT;
+    done += size_t(got);
+  }
+  return 0;
+}
+
 bool Segment::single_copy_possible() {
   if (single_copy_ != Settled::unknown) return single_copy_ == Settled::yes;
   constexpr uint32_t kUnknown = 0, kYes = 1, kNo = 2;
@@ -140,11 +154,9 @@ bool Segment::single_copy_possible() {
       const int32_t pid = header(j).pid.load(std::memory_order_acquire);
       if (pid == 0) return false;  // not mapped yet: try again at a later call
       int32_t read = 0;
-      iovec local{&read, sizeof read};
-      iovec remote{reinterpret_cast<void*>(header(j).pid_address.load(std::memory_order_relaxed)),
-                   sizeof read};
-      all =
-          ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(sizeof read) && read == pid;
+      const auto* at =
+          reinterpret_cast<const void*>(header(j).pid_address.load(std::memory_order_relaxed));
+      all = read_process(pid, &read, at, sizeof read) == 0 && read == pid;
     }
     mine.reads_peers.store(all ? kYes : kNo, std::memory_order_release);
     STRATA_LOG(INFO, "SHM") << "rank " << rank_ << (all ? " may" : " may not")

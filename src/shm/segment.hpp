@@ -137,4 +137,8 @@ class Segment {
   enum class Settled : uint8_t { no, yes, unknown } single_copy_ = Settled::unknown;
 };
 
+/// Copies `bytes` at `from` in process `pid` into `to` (process_vm_readv, continued over its
+/// short reads): 0, or the errno that stopped it (EFAULT when it copied nothing).
+int read_process(int32_t pid, void* to, const void* from, size_t bytes);
+
 }  // namespace strata::shm

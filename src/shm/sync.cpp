@@ -4,7 +4,6 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -306,24 +305,18 @@ void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, s
   ++s.process_reads;
   const int32_t pid = s.header(rank).pid.load(std::memory_order_relaxed);
   auto* from = reinterpret_cast<uint8_t*>(st.address.load(std::memory_order_relaxed)) + skip;
-  for (size_t done = 0; done < bytes;) {  // the kernel may copy less than asked
-    iovec local{to.dst + done, bytes - done}, remote{from + done, bytes - done};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got <= 0) {
-      const int err = got < 0 ? errno : EFAULT;
-      const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
-                               std::to_string(bytes) + " bytes out of rank " +
-                               std::to_string(rank) + "'s memory (process " + std::to_string(pid) +
-                               ", single copy): " + std::strerror(err);
-      ErrorContext w = where;
-      w.peer = rank;
-      // A writer that is gone is a death the peers see for themselves (peer health): abandoning
-      // would make them blame this rank instead.
-      if (err == ESRCH) throw Error(ErrorCode::peer_failure, w, what + " (that rank is gone)");
-      abandon(s, what);
-      throw Error(ErrorCode::transport, w, what);
-    }
-    done += size_t(got);
+  if (const int err = read_process(pid, to.dst, from, bytes); err != 0) {
+    const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
+                             std::to_string(bytes) + " bytes out of rank " + std::to_string(rank) +
+                             "'s memory (process " + std::to_string(pid) +
+                             ", single copy): " + std::strerror(err);
+    ErrorContext w = where;
+    w.peer = rank;
+    // A writer that is gone is a death the peers see for themselves (peer health): abandoning
+    // would make them blame this rank instead.
+    if (err == ESRCH) throw Error(ErrorCode::peer_failure, w, what + " (that rank is gone)");
+    abandon(s, what);
+    throw Error(ErrorCode::transport, w, what);
   }
 }
 
