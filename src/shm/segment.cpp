@@ -129,18 +129,29 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, total_bytes_);
 }
 
-int read_process(int32_t pid, void* to, const void* from, size_t bytes) {
-  auto* dst = static_cast<uint8_t*>(to);
-  const auto* src = static_cast<const uint8_t*>(from);
-  for (size_t done = 0; done < bytes;) {
-    iovec local{dst + done, bytes - done};
-    iovec remote{const_cast<uint8_t*>(src + done), bytes - done};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+namespace {
+// read_process and write_process: `local` is in this process, `remote` in process `pid`.
+int copy_process(bool write, int32_t pid, uint8_t* local, uint8_t* remote, size_t bytes) {
+  for (size_t done = 0; done < bytes;) {  // the kernel may copy less than asked
+    iovec l{local + done, bytes - done}, r{remote + done, bytes - done};
+    const ssize_t got = write ? ::process_vm_writev(pid, &l, 1, &r, 1, 0)
+                              : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return got < 0 ? errno : EFAULT;
     done += size_t(got);
   }
   return 0;
+}
+}  // namespace
+
+int read_process(int32_t pid, void* to, const void* from, size_t bytes) {
+  return copy_process(false, pid, static_cast<uint8_t*>(to),
+                      const_cast<uint8_t*>(static_cast<const uint8_t*>(from)), bytes);
+}
+
+int write_process(int32_t pid, void* to, const void* from, size_t bytes) {
+  return copy_process(true, pid, const_cast<uint8_t*>(static_cast<const uint8_t*>(from)),
+                      static_cast<uint8_t*>(to), bytes);
 }
 
 bool Segment::single_copy_possible() {

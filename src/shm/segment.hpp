@@ -122,6 +122,8 @@ class Segment {
   /// What this rank has read unstaged (tests look): chunks from peers' symmetric buffers, and
   /// blocks copied out of their memory (single copy).
   uint64_t direct_reads = 0, process_reads = 0;
+  /// Blocks, or parts of them, this rank wrote into its peers' memory (balanced single copy).
+  uint64_t process_writes = 0;
 
  private:
   int rank_, size_;
@@ -140,5 +142,7 @@ class Segment {
 /// Copies `bytes` at `from` in process `pid` into `to` (process_vm_readv, continued over its
 /// short reads): 0, or the errno that stopped it (EFAULT when it copied nothing).
 int read_process(int32_t pid, void* to, const void* from, size_t bytes);
+/// Copies `bytes` at `from` into `to` in process `pid` (process_vm_writev), as read_process.
+int write_process(int32_t pid, void* to, const void* from, size_t bytes);
 
 }  // namespace strata::shm

@@ -306,18 +306,29 @@ void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, s
   const int32_t pid = s.header(rank).pid.load(std::memory_order_relaxed);
   auto* from = reinterpret_cast<uint8_t*>(st.address.load(std::memory_order_relaxed)) + skip;
   if (const int err = read_process(pid, to.dst, from, bytes); err != 0) {
-    const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
-                             std::to_string(bytes) + " bytes out of rank " + std::to_string(rank) +
-                             "'s memory (process " + std::to_string(pid) +
-                             ", single copy): " + std::strerror(err);
-    ErrorContext w = where;
-    w.peer = rank;
-    // A writer that is gone is a death the peers see for themselves (peer health): abandoning
-    // would make them blame this rank instead.
-    if (err == ESRCH) throw Error(ErrorCode::peer_failure, w, what + " (that rank is gone)");
-    abandon(s, what);
-    throw Error(ErrorCode::transport, w, what);
+    cross_process_failed(s, rank, bytes, false, err, where);
   }
+}
+
+bool in_writer_memory(Segment& s, int rank, uint64_t chunk) {
+  return s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(
+             std::memory_order_relaxed) == kInWriterMemory;
+}
+
+void cross_process_failed(Segment& s, int rank, size_t bytes, bool write, int err,
+                          const ErrorContext& where) {
+  const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
+                           std::to_string(bytes) + " bytes " + (write ? "into" : "out of") +
+                           " rank " + std::to_string(rank) + "'s memory (process " +
+                           std::to_string(s.header(rank).pid.load(std::memory_order_relaxed)) +
+                           ", single copy): " + std::strerror(err);
+  ErrorContext w = where;
+  w.peer = rank;
+  // A peer that is gone is a death the others see for themselves (peer health): abandoning
+  // would make them blame this rank instead.
+  if (err == ESRCH) throw Error(ErrorCode::peer_failure, w, what + " (that rank is gone)");
+  abandon(s, what);
+  throw Error(ErrorCode::transport, w, what);
 }
 
 bool buffer_free(Segment& s, uint64_t chunk) {

@@ -69,6 +69,16 @@ inline uint64_t direct_source(uint32_t window, size_t offset) {
 /// must have returned.
 bool unstaged(Segment& s, int rank, uint64_t chunk);
 
+/// True when `rank` left `chunk` in its own memory for its peers to copy (single copy);
+/// wait_written must have returned.
+bool in_writer_memory(Segment& s, int rank, uint64_t chunk);
+
+/// Fails a copy between this rank and `rank`'s memory that stopped with `err` (read_process or
+/// write_process): a peer that is gone is a peer_failure its peers see for themselves; any other
+/// error abandons the collective (transport).
+[[noreturn]] void cross_process_failed(Segment& s, int rank, size_t bytes, bool write, int err,
+                                       const ErrorContext& where);
+
 using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 
 /// Where a reader's block from one peer goes: `bytes` at `dst`; a chunk covers `k` of them from

@@ -3,12 +3,18 @@
 namespace strata::shm {
 
 WriterInput::WriterInput(Context& c, SizedWriteModeChoice& choices, const void* in, size_t extent,
-                         size_t payload)
+                         size_t payload, std::optional<bool> leader_single_copy)
     : c_(c), in_(static_cast<const uint8_t*>(in)), direct_(c.seg.windows().find(in, extent)) {
   // A symmetric buffer's input is read with plain loads: faster than the kernel's copy.
-  if (!direct_.id) {
-    stage_.emplace(choices, payload, c.seg.oversubscribed(), c.seg.single_copy_possible());
+  if (direct_.id) return;
+  bool offer = c.seg.single_copy_possible();
+  ShmWriteMode policy = config().shm_write_mode;
+  if (leader_single_copy && *leader_single_copy && offer) {
+    policy = ShmWriteMode::single_copy;
+  } else if (leader_single_copy) {
+    offer = false;
   }
+  stage_.emplace(choices, payload, c.seg.oversubscribed(), offer, policy);
 }
 
 void WriterInput::publish(uint64_t chunk, const Expect& e, size_t off) const {
