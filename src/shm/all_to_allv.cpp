@@ -123,7 +123,7 @@ void exchange_balanced(Segment& s, const Matrix& m, const std::vector<uint64_t>&
       const auto* at = reinterpret_cast<const uint8_t*>(m.in[j]) + m.displ[size_t(j) * n + r] * es;
       ++s.process_reads;
       if (const int err = read_process(pid, to, at + pushed, from_j - pushed); err != 0) {
-        cross_process_failed(s, j, from_j - pushed, false, err, where);
+        cross_process_failed(s, j, pid, from_j - pushed, false, err, where);
       }
     }
     if (const uint64_t mine = push[size_t(r) * n + j]; mine > 0) {  // the start of mine for j
@@ -131,7 +131,7 @@ void exchange_balanced(Segment& s, const Matrix& m, const std::vector<uint64_t>&
       const auto* at = reinterpret_cast<const uint8_t*>(m.in[r]) + m.displ[size_t(r) * n + j] * es;
       ++s.process_writes;
       if (const int err = write_process(pid, to, at, mine); err != 0) {
-        cross_process_failed(s, j, mine, true, err, where);
+        cross_process_failed(s, j, pid, mine, true, err, where);
       }
     }
   }

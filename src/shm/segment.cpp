@@ -158,7 +158,7 @@ bool Segment::single_copy_possible() {
   if (single_copy_ != Settled::unknown) return single_copy_ == Settled::yes;
   constexpr uint32_t kUnknown = 0, kYes = 1, kNo = 2;
   SlotHeader& mine = header(rank_);
-  if (mine.reads_peers.load(std::memory_order_relaxed) == kUnknown) {
+  if (mine.copies_peers.load(std::memory_order_relaxed) == kUnknown) {
     bool all = true;
     for (int j = 0; j < size_ && all; ++j) {
       if (j == rank_) continue;
@@ -167,15 +167,18 @@ bool Segment::single_copy_possible() {
       int32_t read = 0;
       const auto* at =
           reinterpret_cast<const void*>(header(j).pid_address.load(std::memory_order_relaxed));
-      all = read_process(pid, &read, at, sizeof read) == 0 && read == pid;
+      // Balanced all-to-allv writes too, and a seccomp filter may allow one and not the other:
+      // the write puts back the value just read, so it changes nothing.
+      all = read_process(pid, &read, at, sizeof read) == 0 && read == pid &&
+            write_process(pid, const_cast<void*>(at), &read, sizeof read) == 0;
     }
-    mine.reads_peers.store(all ? kYes : kNo, std::memory_order_release);
+    mine.copies_peers.store(all ? kYes : kNo, std::memory_order_release);
     STRATA_LOG(INFO, "SHM") << "rank " << rank_ << (all ? " may" : " may not")
-                            << " read its peers' memory: single copy "
+                            << " read and write its peers' memory: single copy "
                             << (all ? "offered" : "not offered");
   }
   for (int j = 0; j < size_; ++j) {
-    const uint32_t v = header(j).reads_peers.load(std::memory_order_acquire);
+    const uint32_t v = header(j).copies_peers.load(std::memory_order_acquire);
     if (v == kUnknown) return false;
     if (v == kNo) {
       single_copy_ = Settled::no;

@@ -69,10 +69,11 @@ struct SlotHeader {
   char why[448];  ///< written before gave_up is set: the mismatch, with both calls
   Line lines[2];  ///< tiny collectives, alternately
   /// Single copy (Segment::single_copy_possible): this rank's process id, the address of that
-  /// field in its own mapping (peers read it back to learn whether they may), and whether this
-  /// rank may read every peer's memory (0 until it has tried, then 1 yes or 2 no).
+  /// field in its own mapping (peers read it and write it back to learn whether they may), and
+  /// whether this rank may read and write every peer's memory (0 until it has tried, then 1 yes
+  /// or 2 no).
   std::atomic<int32_t> pid{0};
-  std::atomic<uint32_t> reads_peers{0};
+  std::atomic<uint32_t> copies_peers{0};
   std::atomic<uint64_t> pid_address{0};
 };
 
@@ -104,10 +105,11 @@ class Segment {
   Windows& windows() { return windows_; }
 
   /// Whether this rank may leave an input unstaged for its peers to copy out of its memory:
-  /// every rank, itself included, has read each peer's process id out of that peer's memory
-  /// (process_vm_readv; the kernel refuses it under Yama's ptrace_scope 1 or a seccomp filter
-  /// that forbids it). False until every peer has tried, which each does at its first call here
-  /// after all have mapped the segment; then settled for good.
+  /// every rank, itself included, has read each peer's process id out of that peer's memory and
+  /// written it back (process_vm_readv and process_vm_writev; the kernel refuses them under
+  /// Yama's ptrace_scope 1, a seccomp filter may forbid either). False until every peer has tried,
+  /// which each does at its first call here after all have mapped the segment; then settled for
+  /// good.
   bool single_copy_possible();
 
   /// Consulted by waits that sleep (transport/watchdog.hpp); not owned, may be null.

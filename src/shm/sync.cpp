@@ -266,17 +266,15 @@ void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t sourc
   publish(s, &SlotHeader::written, chunk + 1);  // releases the stamp with it
 }
 
-bool unstaged(Segment& s, int rank, uint64_t chunk) {
-  return s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(
-             std::memory_order_relaxed) != 0;
+uint64_t stamp_source(Segment& s, int rank, uint64_t chunk) {
+  return s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(std::memory_order_relaxed);
 }
 
 namespace {
 // Where `rank`'s chunk lies for copy_written's loads: staged, or in its symmetric buffer.
 const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t* staged,
                             size_t skip, std::shared_ptr<Window>& held, const ErrorContext& where) {
-  const uint64_t source =
-      s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(std::memory_order_relaxed);
+  const uint64_t source = stamp_source(s, rank, chunk);
   if (source == 0) return staged;
   const auto window = uint32_t(source >> 40);
   const size_t offset = size_t(source & ((uint64_t(1) << 40) - 1));
@@ -295,8 +293,7 @@ const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t*
 void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, size_t skip,
                   const ReadInto& to, CopyFn put, std::shared_ptr<Window>& held,
                   const ErrorContext& where) {
-  const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
-  if (st.source.load(std::memory_order_relaxed) != kInWriterMemory) {
+  if (!in_writer_memory(s, rank, chunk)) {
     put(to.dst + to.off, written_data(s, rank, chunk, staged, skip, held, where), to.k);
     return;
   }
@@ -304,24 +301,19 @@ void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, s
   const size_t bytes = to.bytes;
   ++s.process_reads;
   const int32_t pid = s.header(rank).pid.load(std::memory_order_relaxed);
+  const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
   auto* from = reinterpret_cast<uint8_t*>(st.address.load(std::memory_order_relaxed)) + skip;
   if (const int err = read_process(pid, to.dst, from, bytes); err != 0) {
-    cross_process_failed(s, rank, bytes, false, err, where);
+    cross_process_failed(s, rank, pid, bytes, false, err, where);
   }
 }
 
-bool in_writer_memory(Segment& s, int rank, uint64_t chunk) {
-  return s.header(rank).stamps[chunk % uint64_t(s.depth())].source.load(
-             std::memory_order_relaxed) == kInWriterMemory;
-}
-
-void cross_process_failed(Segment& s, int rank, size_t bytes, bool write, int err,
+void cross_process_failed(Segment& s, int rank, int32_t pid, size_t bytes, bool write, int err,
                           const ErrorContext& where) {
   const std::string what = "rank " + std::to_string(s.rank()) + " cannot copy " +
                            std::to_string(bytes) + " bytes " + (write ? "into" : "out of") +
                            " rank " + std::to_string(rank) + "'s memory (process " +
-                           std::to_string(s.header(rank).pid.load(std::memory_order_relaxed)) +
-                           ", single copy): " + std::strerror(err);
+                           std::to_string(pid) + ", single copy): " + std::strerror(err);
   ErrorContext w = where;
   w.peer = rank;
   // A peer that is gone is a death the others see for themselves (peer health): abandoning

@@ -65,19 +65,25 @@ inline uint64_t direct_source(uint32_t window, size_t offset) {
   return uint64_t(window) << 40 | uint64_t(offset);
 }
 
-/// True when `rank` left `chunk` unstaged (in a symmetric buffer or its memory); wait_written
-/// must have returned.
-bool unstaged(Segment& s, int rank, uint64_t chunk);
+/// Where `rank` left `chunk` (its stamp's source: 0 staged, direct_source(...) or
+/// kInWriterMemory); wait_written must have returned.
+uint64_t stamp_source(Segment& s, int rank, uint64_t chunk);
 
-/// True when `rank` left `chunk` in its own memory for its peers to copy (single copy);
-/// wait_written must have returned.
-bool in_writer_memory(Segment& s, int rank, uint64_t chunk);
+/// True when `rank` left `chunk` unstaged (in a symmetric buffer or its memory).
+inline bool unstaged(Segment& s, int rank, uint64_t chunk) {
+  return stamp_source(s, rank, chunk) != 0;
+}
 
-/// Fails a copy between this rank and `rank`'s memory that stopped with `err` (read_process or
-/// write_process): a peer that is gone is a peer_failure its peers see for themselves; any other
-/// error abandons the collective (transport).
-[[noreturn]] void cross_process_failed(Segment& s, int rank, size_t bytes, bool write, int err,
-                                       const ErrorContext& where);
+/// True when `rank` left `chunk` in its own memory for its peers to copy (single copy).
+inline bool in_writer_memory(Segment& s, int rank, uint64_t chunk) {
+  return stamp_source(s, rank, chunk) == kInWriterMemory;
+}
+
+/// Fails a copy between this rank and the memory of `rank` (process `pid`) that stopped with
+/// `err` (read_process or write_process): a peer that is gone is a peer_failure its peers see for
+/// themselves; any other error abandons the collective (transport).
+[[noreturn]] void cross_process_failed(Segment& s, int rank, int32_t pid, size_t bytes, bool write,
+                                       int err, const ErrorContext& where);
 
 using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 

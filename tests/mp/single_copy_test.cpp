@@ -5,6 +5,15 @@
 // result is checked element by element. CTest's mp_single_copy_np* force it for every call
 // (STRATA_SHM_WRITE_MODE=single_copy), with the collective and symmetric-buffer tests; there the
 // uneven all_to_allv has its copies shared out between senders and receivers.
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
 #include "mp.hpp"
 #include "runtime/communicator_impl.hpp"
 
@@ -22,7 +31,55 @@ size_t sent(int i, int j, size_t base) {
   return i == 1 && j == 0 ? 0 : base + size_t(j) * 1000 + size_t(i) * 17;
 }
 
+// Makes process_vm_writev fail with EPERM in every thread of this process from now on, as a
+// container's seccomp profile may while it allows process_vm_readv. False where the kernel has
+// no seccomp filters.
+bool forbid_process_writes() {
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+}
+
 }  // namespace
+
+// Run alone (mp_single_copy_no_writes_np3: the filter stays with the process), single copy
+// forced. Rank 1 may read its peers' memory but not write it, so the balanced all_to_allv,
+// which writes, must not be offered to any rank: staged, every element right, no error.
+TEST(SingleCopy, DISABLED_NotOfferedWhereARankMayReadButNotWrite) {
+  const int me = mp::world().rank();
+  std::vector<int32_t> installed{me != 1 || forbid_process_writes()};
+  mp::world().all_reduce(buffer(installed), ReduceOp::min).wait();
+  if (!installed[0]) GTEST_SKIP() << "this kernel has no seccomp filters";
+  auto g = mp::world().split(0, me);  // a new segment, probed under the filter
+  shm::Segment* s = runtime::GroupAccess::of(g).segment();
+  ASSERT_NE(s, nullptr) << "needs 2 or more ranks on one node";
+  const int n = g.size(), r = g.rank();
+  for (int call = 0; call < 3; ++call) {
+    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+    for (int j = 0; j < n; ++j) {
+      sc[j] = sent(r, j, 20000), rc[j] = sent(j, r, 20000);
+      sd[j] = j == 0 ? 0 : sd[j - 1] + sc[j - 1], rd[j] = j == 0 ? 0 : rd[j - 1] + rc[j - 1];
+    }
+    std::vector<int32_t> in(sd[n - 1] + sc[n - 1]), out(rd[n - 1] + rc[n - 1], -1);
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < sc[j]; ++i) in[sd[j] + i] = value(r, j, i, call);
+    }
+    g.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
+    for (int j = 0; j < n; ++j) {
+      for (size_t i = 0; i < rc[j]; ++i) {
+        ASSERT_EQ(out[rd[j] + i], value(j, r, i, call)) << "call " << call << " from " << j;
+      }
+    }
+  }
+  EXPECT_FALSE(s->single_copy_possible());
+  EXPECT_EQ(s->process_reads + s->process_writes, 0u) << "rank " << r;
+}
 
 TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
   auto g = mp::world().split(0, mp::world().rank());
