@@ -19,8 +19,8 @@ constexpr Algorithm kBroadcast[] = {
     {"shm", "one node: the root stages in the segment, every rank copies out",
      segment_movement<false>, on_segment,
      [](Exec& e, const Args& a) {
-       root_copies(e, a);
-       shm::broadcast(e.shm_context(shm::call_word(a.dtype, -1, a.root)), a.out, a.bytes(), a.root);
+       shm::broadcast(e.shm_context(shm::call_word(a.dtype, -1, a.root)), a.in, a.out, a.bytes(),
+                      a.root);
      },
      kNoSegment},
     {"binomial", "ceil(log2 n) steps down a binomial tree from the root",

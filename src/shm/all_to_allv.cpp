@@ -177,7 +177,7 @@ void all_to_allv(Context c, const void* in, const size_t* send_counts, const siz
     wait_written(s, 0, first0, e, c.deadline, c.where);
     leader = in_writer_memory(s, 0, first0);
   }
-  WriterInput input(c, c.write_modes.all_to_allv, src, extent, my_stream, leader);
+  WriterInput input(c, &c.write_modes.all_to_allv, src, extent, my_stream, leader);
   std::shared_ptr<Window> held;
   // This rank's part of stream round [base, base + cap), staged at `at`.
   std::vector<uint64_t> my_offset(size_t(n) + 1, 0);

@@ -73,6 +73,7 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes);
 /// rank j, which expects another number) fail on every rank, naming the pair.
 void all_to_allv(Context c, const void* in, const size_t* send_counts, const size_t* send_displs,
                  void* out, const size_t* recv_counts, const size_t* recv_displs, size_t esize);
-void broadcast(Context c, void* buf, size_t bytes, int root);
+/// `in` is read on the root only (in place when it is `out`).
+void broadcast(Context c, const void* in, void* out, size_t bytes, int root);
 
 }  // namespace strata::shm

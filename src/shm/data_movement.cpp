@@ -3,6 +3,7 @@
 // or, unstaged (writer_input.hpp), one copy out of the writer's input.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/copy_kernel.hpp"
 #include "shm/collectives.hpp"
@@ -18,7 +19,7 @@ void all_gather(Context c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   CopyFn put = stream_results(s, bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  WriterInput input(c, c.write_modes.all_gather, src, bytes, bytes * n);
+  WriterInput input(c, &c.write_modes.all_gather, src, bytes, bytes * n);
   std::shared_ptr<Window> held;
   const Expect e{Kind::all_gather, bytes, c.call};
   size_t off = 0;
@@ -60,7 +61,7 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   CopyFn put = stream_results(s, n * bytes, n * bytes) ? kernels::copy_streaming : kernels::copy;
-  WriterInput input(c, c.write_modes.all_to_all, src, n * bytes, n * bytes);
+  WriterInput input(c, &c.write_modes.all_to_all, src, n * bytes, n * bytes);
   std::shared_ptr<Window> held;
   const Expect e{Kind::all_to_all, bytes, c.call};
   size_t off = 0;
@@ -92,15 +93,24 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
   input.finish();
 }
 
-// Only the root stages data, but on the first chunk every rank stamps its call and checks every
-// other rank's: ranks that disagree on the root would otherwise each write as a root, or read
-// from different roots, and return. That makes the first chunk a meeting of all ranks; later
-// chunks wait for the root only (docs/architecture.md, "Mismatches").
-void broadcast(Context c, void* buf, size_t bytes, int root) {
+// Only the root stages data (or leaves it unstaged: writer_input.hpp), but on the first chunk
+// every rank stamps its call and checks every other rank's: ranks that disagree on the root would
+// otherwise each write as a root, or read from different roots, and return. That makes the first
+// chunk a meeting of all ranks; later chunks wait for the root only (docs/architecture.md,
+// "Mismatches"). Out of place, the root publishes its input and copies it to its output chunk by
+// chunk while the others read, instead of before (single copy leaves the root that copy alone).
+// The root's staging is not learned: timing it alike in every mode would make the root wait for
+// its readers, which cost more than any mode gained (RESULTS.md, "Broadcast"); a symmetric
+// buffer is read where it lies, and STRATA_SHM_WRITE_MODE may force a mode.
+void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const size_t per_chunk = s.chunk_bytes();
-  auto* data = static_cast<uint8_t*>(buf);
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  std::optional<WriterInput> input;  // the root's
+  if (r == root) input.emplace(c, nullptr, src, bytes, bytes);
+  std::shared_ptr<Window> held;
   const Expect e{Kind::broadcast, bytes, c.call};
   size_t off = 0;
   do {  // at least one chunk, even of 0 bytes (collectives.hpp)
@@ -108,14 +118,24 @@ void broadcast(Context c, void* buf, size_t bytes, int root) {
     const uint64_t seq = s.next_chunk++;
     const bool first = off == 0;
     if (r == root || first) wait_buffer_free(c.seg, seq, c.deadline, c.where);
-    if (r == root) kernels::copy(s.buffer(root, seq), data + off, k);
-    if (r == root || first) publish_written(s, seq, e);
+    if (input) {
+      input->stage(s.buffer(root, seq), src + off, k);
+      input->publish(seq, e, off);
+    } else if (first) {
+      publish_written(s, seq, e);
+    }
     for (int j = 0; j < n; ++j) {
       if (j != r && (first || j == root)) wait_written(s, j, seq, e, c.deadline, c.where);
     }
-    if (r != root) kernels::copy(data + off, s.buffer(root, seq), k);
+    if (!input) {
+      copy_written(s, root, seq, s.buffer(root, seq), 0, {dst, bytes, off, k}, kernels::copy, held,
+                   c.where);
+    } else if (src != dst) {
+      std::memcpy(dst + off, src + off, k);
+    }
     publish(s, &SlotHeader::consumed, seq + 1);
   } while ((off += per_chunk) < bytes);
+  if (input) input->finish();
 }
 
 }  // namespace strata::shm

@@ -59,7 +59,7 @@ WriteModeChoice* SizedWriteModeChoice::at(size_t bytes, bool oversubscribed) {
   return &by_size_[std::min(above / 2, kSizeClasses - 1)];
 }
 
-StagingCopy::StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool oversubscribed,
+StagingCopy::StagingCopy(SizedWriteModeChoice* choices, size_t bytes, bool oversubscribed,
                          bool single_copy, ShmWriteMode policy)
     : bytes_(bytes) {
   switch (policy) {  // forced: nothing to learn or time
@@ -74,7 +74,7 @@ StagingCopy::StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool overs
     case ShmWriteMode::learn:
       break;
   }
-  choice_ = choices.at(bytes, oversubscribed);
+  choice_ = choices ? choices->at(bytes, oversubscribed) : nullptr;
   if (!choice_) return;
   mode_ = choice_->next(single_copy);
   start_ = std::chrono::steady_clock::now();

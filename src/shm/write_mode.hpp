@@ -87,12 +87,13 @@ struct StagingWriteModes {
 
 /// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
 /// timed for it from construction to done(), or the mode `policy` forces (neither learned nor
-/// timed). `single_copy`: the operation may leave its input unstaged (mode() single_copy, where
-/// the copy does nothing); a policy of single_copy where it may not stages with ordinary stores.
-/// An operation that throws is not recorded.
+/// timed); with no `choices`, ordinary stores unless `policy` forces another mode. `single_copy`:
+/// the operation may leave its input unstaged (mode() single_copy, where the copy does nothing); a
+/// policy of single_copy where it may not stages with ordinary stores. An operation that throws is
+/// not recorded.
 class StagingCopy {
  public:
-  StagingCopy(SizedWriteModeChoice& choices, size_t bytes, bool oversubscribed,
+  StagingCopy(SizedWriteModeChoice* choices, size_t bytes, bool oversubscribed,
               bool single_copy = false, ShmWriteMode policy = config().shm_write_mode);
   void operator()(void* dst, const void* src, size_t n) const;
   WriteMode mode() const { return mode_; }

@@ -2,7 +2,7 @@
 
 namespace strata::shm {
 
-WriterInput::WriterInput(Context& c, SizedWriteModeChoice& choices, const void* in, size_t extent,
+WriterInput::WriterInput(Context& c, SizedWriteModeChoice* choices, const void* in, size_t extent,
                          size_t payload, std::optional<bool> leader_single_copy)
     : c_(c), in_(static_cast<const uint8_t*>(in)), direct_(c.seg.windows().find(in, extent)) {
   // A symmetric buffer's input is read with plain loads: faster than the kernel's copy.

@@ -15,10 +15,11 @@ namespace strata::shm {
 class WriterInput {
  public:
   /// `in`, of which the peers read `extent` bytes; the learned choice (`choices`) is timed per
-  /// byte of `payload`. `leader_single_copy`, when given, is whether the rank whose choice this
-  /// collective follows left its input in its memory: then single copy is used (where possible)
-  /// or not offered, instead of learned.
-  WriterInput(Context& c, SizedWriteModeChoice& choices, const void* in, size_t extent,
+  /// byte of `payload` (no `choices`: not learned, staged with ordinary stores unless the
+  /// policy, STRATA_SHM_WRITE_MODE, forces another mode). `leader_single_copy`, when given, is
+  /// whether the rank whose choice this collective follows left its input in its memory: then
+  /// single copy is used (where possible) or not offered, instead of learned.
+  WriterInput(Context& c, SizedWriteModeChoice* choices, const void* in, size_t extent,
               size_t payload, std::optional<bool> leader_single_copy = std::nullopt);
   bool staged() const { return stage_ && stage_->mode() != WriteMode::single_copy; }
   /// Staged: copies `k` bytes of the input to the staging buffer at `to`. Unstaged: nothing.

@@ -4,7 +4,8 @@
 // each kind below run some unstaged wherever the kernel lets the ranks read each other; every
 // result is checked element by element. CTest's mp_single_copy_np* force it for every call
 // (STRATA_SHM_WRITE_MODE=single_copy), with the collective and symmetric-buffer tests; there the
-// uneven all_to_allv has its copies shared out between senders and receivers.
+// uneven all_to_allv has its copies shared out between senders and receivers, and broadcasts
+// (not learned) are read out of the root's memory too.
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -88,6 +89,9 @@ TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
   const int n = g.size(), r = g.rank();
   const size_t count = 70000;  // 280 KB a block: two chunks, and learned (64 KiB and up)
   const uint64_t before = s->process_reads, writes_before = s->process_writes;
+  uint64_t broadcast_reads = 0;
+  const char* mode = std::getenv("STRATA_SHM_WRITE_MODE");
+  const bool forced = mode && std::string(mode) == "single_copy";
   for (int call = 0; call < 20; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
     std::vector<int32_t> in(count * n), out(count * n, -1);
@@ -123,12 +127,26 @@ TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
         ASSERT_EQ(vout[rd[j] + i], value(j, r, i, call)) << "v from " << j << " " << i;
       }
     }
+    const int root = call % n;
+    std::vector<int32_t> b(count, -1);
+    if (r == root) {
+      for (size_t i = 0; i < count; ++i) b[i] = value(root, n, i, call);
+    }
+    const uint64_t reads = s->process_reads;
+    g.broadcast(buffer(b), root).wait();
+    broadcast_reads += s->process_reads - reads;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(b[i], value(root, n, i, call)) << "broadcast from " << root << " " << i;
+    }
   }
+  // A broadcast is not learned (staged unless forced, RESULTS.md "Broadcast"); forced into single
+  // copy, it is one read by each other rank in every call.
+  std::vector<uint64_t> bcast{broadcast_reads};
+  g.all_reduce(buffer(bcast), ReduceOp::sum).wait();
+  EXPECT_EQ(bcast[0], s->single_copy_possible() && forced ? uint64_t(20 * (n - 1)) : 0u);
   // An all_to_allv in single copy on every rank has its copies shared out: the rank that
   // receives least writes part of its block into the busier one (balance()). Forced, that is
   // every call; learned, at least the one that measures single copy (the others follow rank 0).
-  const char* mode = std::getenv("STRATA_SHM_WRITE_MODE");
-  const bool forced = mode && std::string(mode) == "single_copy";
   std::vector<uint64_t> writes{s->process_writes - writes_before};
   g.all_reduce(buffer(writes), ReduceOp::sum).wait();
   if (s->single_copy_possible() && (forced || !s->oversubscribed())) {

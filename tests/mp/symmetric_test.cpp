@@ -1,7 +1,8 @@
-// Symmetric buffers (Communicator::alloc_symmetric): all_gather and all_to_all whose inputs lie
-// in one are read by the peers where they lie, unstaged; checked element by element against
-// values every rank computes, with inputs symmetric on every rank, on one rank only, in place,
-// and of sizes that span many chunks; and the refusals: sizes that differ, a part freed early.
+// Symmetric buffers (Communicator::alloc_symmetric): all_gather, all_to_all and broadcast whose
+// inputs lie in one are read by the peers where they lie, unstaged; checked element by element
+// against values every rank computes, with inputs symmetric on every rank, on one rank only, in
+// place, and of sizes that span many chunks; and the refusals: sizes that differ, a part freed
+// early.
 #include "mp.hpp"
 #include "runtime/communicator_impl.hpp"
 
@@ -61,6 +62,40 @@ TEST(Symmetric, AllGatherAndAllToAllFromSymmetricInputsOnEveryRank) {
     // Read unstaged: at least one chunk of each collective from each peer.
     if (has_segment(g)) {
       EXPECT_GE(direct_reads(g) - before, uint64_t(2 * (n - 1)));
+    }
+  }
+}
+
+// A broadcast whose root's buffer is symmetric: read where it lies by the others, every chunk;
+// in place and out of place (the root's output a plain buffer), each rank the root in turn.
+TEST(Symmetric, BroadcastFromASymmetricRootBuffer) {
+  auto g = mp::world().split(0, mp::world().rank());
+  const int n = g.size(), r = g.rank();
+  const size_t count = 300000;  // 1.2 MB: many chunks
+  SymmetricBuffer sym = g.alloc_symmetric(count * sizeof(int32_t));
+  ASSERT_TRUE(sym);
+  for (int root = 0; root < n; ++root) {
+    for (const bool in_place : {true, false}) {
+      SCOPED_TRACE("root " + std::to_string(root) + (in_place ? " in place" : " out of place"));
+      const uint64_t before = direct_reads(g);
+      std::vector<int32_t> plain(count, -1);
+      int32_t* in = r == root ? sym.as<int32_t>() : plain.data();
+      if (r == root) {
+        for (size_t i = 0; i < count; ++i) in[i] = value(root, in_place, i);
+      }
+      const Buffer from{in, count, DataType::i32};
+      if (in_place || r != root) {
+        g.broadcast(from, root).wait();
+      } else {
+        g.broadcast(from, buffer(plain), root).wait();
+      }
+      const int32_t* got = in_place || r != root ? in : plain.data();
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(got[i], value(root, in_place, i)) << "element " << i;
+      }
+      if (has_segment(g) && r != root) {
+        EXPECT_GT(direct_reads(g) - before, 0u) << "staged, not read where it lies";
+      }
     }
   }
 }
