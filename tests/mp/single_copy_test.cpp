@@ -32,6 +32,26 @@ size_t sent(int i, int j, size_t base) {
   return i == 1 && j == 0 ? 0 : base + size_t(j) * 1000 + size_t(i) * 17;
 }
 
+// One all_to_allv of sent(i, j, base) elements, every element checked.
+void uneven_all_to_allv(Communicator& g, size_t base, int call) {
+  const int n = g.size(), r = g.rank();
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  for (int j = 0; j < n; ++j) {
+    sc[j] = sent(r, j, base), rc[j] = sent(j, r, base);
+    sd[j] = j == 0 ? 0 : sd[j - 1] + sc[j - 1], rd[j] = j == 0 ? 0 : rd[j - 1] + rc[j - 1];
+  }
+  std::vector<int32_t> in(sd[n - 1] + sc[n - 1]), out(rd[n - 1] + rc[n - 1], -1);
+  for (int j = 0; j < n; ++j) {
+    for (size_t i = 0; i < sc[j]; ++i) in[sd[j] + i] = value(r, j, i, call);
+  }
+  g.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
+  for (int j = 0; j < n; ++j) {
+    for (size_t i = 0; i < rc[j]; ++i) {
+      ASSERT_EQ(out[rd[j] + i], value(j, r, i, call)) << "v from " << j << " " << i;
+    }
+  }
+}
+
 // Makes process_vm_writev fail with EPERM in every thread of this process from now on, as a
 // container's seccomp profile may while it allows process_vm_readv. False where the kernel has
 // no seccomp filters.
@@ -60,26 +80,12 @@ TEST(SingleCopy, DISABLED_NotOfferedWhereARankMayReadButNotWrite) {
   auto g = mp::world().split(0, me);  // a new segment, probed under the filter
   shm::Segment* s = runtime::GroupAccess::of(g).segment();
   ASSERT_NE(s, nullptr) << "needs 2 or more ranks on one node";
-  const int n = g.size(), r = g.rank();
   for (int call = 0; call < 3; ++call) {
-    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-    for (int j = 0; j < n; ++j) {
-      sc[j] = sent(r, j, 20000), rc[j] = sent(j, r, 20000);
-      sd[j] = j == 0 ? 0 : sd[j - 1] + sc[j - 1], rd[j] = j == 0 ? 0 : rd[j - 1] + rc[j - 1];
-    }
-    std::vector<int32_t> in(sd[n - 1] + sc[n - 1]), out(rd[n - 1] + rc[n - 1], -1);
-    for (int j = 0; j < n; ++j) {
-      for (size_t i = 0; i < sc[j]; ++i) in[sd[j] + i] = value(r, j, i, call);
-    }
-    g.all_to_allv(buffer(in), sc, sd, buffer(out), rc, rd).wait();
-    for (int j = 0; j < n; ++j) {
-      for (size_t i = 0; i < rc[j]; ++i) {
-        ASSERT_EQ(out[rd[j] + i], value(j, r, i, call)) << "call " << call << " from " << j;
-      }
-    }
+    SCOPED_TRACE("call " + std::to_string(call));
+    ASSERT_NO_FATAL_FAILURE(uneven_all_to_allv(g, 20000, call));
   }
   EXPECT_FALSE(s->single_copy_possible());
-  EXPECT_EQ(s->process_reads + s->process_writes, 0u) << "rank " << r;
+  EXPECT_EQ(s->process_reads + s->process_writes, 0u) << "rank " << g.rank();
 }
 
 TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
@@ -112,21 +118,7 @@ TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
         ASSERT_EQ(out[size_t(j) * count + i], value(j, r, i, call)) << "from " << j << " " << i;
       }
     }
-    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-    for (int j = 0; j < n; ++j) {
-      sc[j] = sent(r, j, count / 4), rc[j] = sent(j, r, count / 4);
-      sd[j] = j == 0 ? 0 : sd[j - 1] + sc[j - 1], rd[j] = j == 0 ? 0 : rd[j - 1] + rc[j - 1];
-    }
-    std::vector<int32_t> vin(sd[n - 1] + sc[n - 1]), vout(rd[n - 1] + rc[n - 1], -1);
-    for (int j = 0; j < n; ++j) {
-      for (size_t i = 0; i < sc[j]; ++i) vin[sd[j] + i] = value(r, j, i, call);
-    }
-    g.all_to_allv(buffer(vin), sc, sd, buffer(vout), rc, rd).wait();
-    for (int j = 0; j < n; ++j) {
-      for (size_t i = 0; i < rc[j]; ++i) {
-        ASSERT_EQ(vout[rd[j] + i], value(j, r, i, call)) << "v from " << j << " " << i;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(uneven_all_to_allv(g, count / 4, call));
     const int root = call % n;
     std::vector<int32_t> b(count, -1);
     if (r == root) {
