@@ -272,8 +272,12 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
     write_report(r.report, rep);
     std::printf("# report: %s/README.md\n", r.report.c_str());
   }
-  if (lead)
+  if (lead) {
     std::printf("# validate: %s\n", verdict[0] ? "every layout matches the reference" : "FAILED");
+    std::fflush(stdout);
+  }
+  // A failing rank's exit makes a launcher stop the rest: wait for the verdict and the report.
+  world.barrier().wait();
   return verdict[0] ? 0 : 1;
 }
 
