@@ -102,14 +102,28 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
 // The root's staging is not learned: timing it alike in every mode would make the root wait for
 // its readers, which cost more than any mode gained (RESULTS.md, "Broadcast"); a symmetric
 // buffer is read where it lies, and STRATA_SHM_WRITE_MODE may force a mode.
+//
+// Relayed: out of place, from 1 MiB (4 MiB with more ranks than cores, where a root waiting
+// for its readers takes their core: n = 4 on 2 cores, 1 MiB went 394-431 to 463-571 us), where
+// single copy is possible and no mode is forced, the root copies each chunk to its output and the
+// readers copy it from there (a system call each), so the root makes one copy a chunk instead of
+// two (staging and its output), and returns once they have (RESULTS.md, "Broadcast").
+namespace {
+size_t relay_from_bytes(const Segment& s) { return s.oversubscribed() ? 4 << 20 : 1 << 20; }
+}  // namespace
+
 void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
   auto& s = c.seg;
   const int n = s.size(), r = s.rank();
   const size_t per_chunk = s.chunk_bytes();
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  std::optional<WriterInput> input;  // the root's
-  if (r == root) input.emplace(c, nullptr, src, bytes, bytes);
+  // Every rank probes, as single_copy_possible() settles only once all have.
+  const bool relay = bytes >= relay_from_bytes(s) && s.single_copy_possible() && r == root &&
+                     src != dst && config().shm_write_mode == ShmWriteMode::learn &&
+                     !s.windows().find(src, bytes).id;
+  std::optional<WriterInput> input;  // the root's, staged or read where it lies
+  if (r == root && !relay) input.emplace(c, nullptr, src, bytes, bytes);
   std::shared_ptr<Window> held;
   const Expect e{Kind::broadcast, bytes, c.call};
   size_t off = 0;
@@ -118,7 +132,10 @@ void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
     const uint64_t seq = s.next_chunk++;
     const bool first = off == 0;
     if (r == root || first) wait_buffer_free(c.seg, seq, c.deadline, c.where);
-    if (input) {
+    if (relay) {
+      std::memcpy(dst + off, src + off, k);
+      publish_written(s, seq, e, kChunkInWriterMemory, dst + off);
+    } else if (input) {
       input->stage(s.buffer(root, seq), src + off, k);
       input->publish(seq, e, off);
     } else if (first) {
@@ -127,15 +144,16 @@ void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
     for (int j = 0; j < n; ++j) {
       if (j != r && (first || j == root)) wait_written(s, j, seq, e, c.deadline, c.where);
     }
-    if (!input) {
+    if (r != root) {
       copy_written(s, root, seq, s.buffer(root, seq), 0, {dst, bytes, off, k}, kernels::copy, held,
                    c.where);
-    } else if (src != dst) {
+    } else if (src != dst && !relay) {
       std::memcpy(dst + off, src + off, k);
     }
     publish(s, &SlotHeader::consumed, seq + 1);
   } while ((off += per_chunk) < bytes);
   if (input) input->finish();
+  if (relay) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
 }
 
 }  // namespace strata::shm

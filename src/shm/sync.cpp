@@ -293,17 +293,19 @@ const uint8_t* written_data(Segment& s, int rank, uint64_t chunk, const uint8_t*
 void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, size_t skip,
                   const ReadInto& to, CopyFn put, std::shared_ptr<Window>& held,
                   const ErrorContext& where) {
-  if (!in_writer_memory(s, rank, chunk)) {
+  const uint64_t source = stamp_source(s, rank, chunk);
+  if (source != kInWriterMemory && source != kChunkInWriterMemory) {
     put(to.dst + to.off, written_data(s, rank, chunk, staged, skip, held, where), to.k);
     return;
   }
-  if (to.off != 0) return;  // the whole block came with the first chunk
-  const size_t bytes = to.bytes;
+  const bool whole = source == kInWriterMemory;
+  if (whole && to.off != 0) return;  // the whole block came with the first chunk
+  const size_t bytes = whole ? to.bytes : to.k;
   ++s.process_reads;
   const int32_t pid = s.header(rank).pid.load(std::memory_order_relaxed);
   const auto& st = s.header(rank).stamps[chunk % uint64_t(s.depth())];
   auto* from = reinterpret_cast<uint8_t*>(st.address.load(std::memory_order_relaxed)) + skip;
-  if (const int err = read_process(pid, to.dst, from, bytes); err != 0) {
+  if (const int err = read_process(pid, whole ? to.dst : to.dst + to.off, from, bytes); err != 0) {
     cross_process_failed(s, rank, pid, bytes, false, err, where);
   }
 }

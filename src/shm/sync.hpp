@@ -59,6 +59,10 @@ void publish_written(Segment& s, uint64_t chunk, const Expect& e, uint64_t sourc
 /// symmetric buffer's (direct_source's offsets stay below kMaxWindowBytes - 1).
 constexpr uint64_t kInWriterMemory = ~uint64_t(0);
 
+/// Stamp::source of a chunk that readers copy out of the writer's memory, that chunk alone: the
+/// writer is still writing the chunks after it (a broadcast's root relaying its own output).
+constexpr uint64_t kChunkInWriterMemory = kInWriterMemory - 1;
+
 /// Stamp::source of a chunk left at `offset` of this rank's symmetric buffer `window`
 /// (window <= kMaxWindows, offset < kMaxWindowBytes: alloc_symmetric refuses more).
 inline uint64_t direct_source(uint32_t window, size_t offset) {
@@ -74,7 +78,8 @@ inline bool unstaged(Segment& s, int rank, uint64_t chunk) {
   return stamp_source(s, rank, chunk) != 0;
 }
 
-/// True when `rank` left `chunk` in its own memory for its peers to copy (single copy).
+/// True when `rank` left its whole input, from `chunk` on, in its own memory for its peers to
+/// copy (single copy).
 inline bool in_writer_memory(Segment& s, int rank, uint64_t chunk) {
   return stamp_source(s, rank, chunk) == kInWriterMemory;
 }
@@ -97,7 +102,8 @@ struct ReadInto {
 /// Copies `rank`'s chunk `chunk` into `to` once wait_written returned: with `put` out of its
 /// staging buffer (at `staged`) or, `skip` bytes on from where the chunk lies, out of its
 /// symmetric buffer; or, single copy, the whole block at its first chunk with the kernel out of
-/// the writer's memory (one system call, and no waits between chunks), nothing at the others.
+/// the writer's memory (one system call, and no waits between chunks), nothing at the others
+/// (kChunkInWriterMemory: that chunk alone, at each).
 /// `held` keeps the window looked up, for the next chunk. A window this rank no longer holds, or
 /// a peer whose memory cannot be read (it died), fails the collective on every rank, naming it.
 void copy_written(Segment& s, int rank, uint64_t chunk, const uint8_t* staged, size_t skip,

@@ -151,3 +151,42 @@ TEST(SingleCopy, AllGatherAllToAllAndAllToAllvReadOutOfThePeersMemory) {
     EXPECT_GE(s->process_reads - before, uint64_t(3 * (n - 1)));
   }
 }
+
+// Out of place from 1 MiB (4 MiB with more ranks than cores), a broadcast's root copies each chunk
+// to its output and the others read it from there, a chunk at a time while the root copies the next
+// (shm/data_movement.cpp). Every call sends new values, so a chunk read before the root wrote it
+// fails; the root's input stays.
+TEST(SingleCopy, OutOfPlaceBroadcastReadsEachChunkFromTheRootsOutput) {
+  auto g = mp::world().split(0, mp::world().rank());
+  shm::Segment* s = runtime::GroupAccess::of(g).segment();
+  if (!s) GTEST_SKIP() << "needs a shared segment (2 or more ranks on one node)";
+  const int n = g.size(), r = g.rank();
+  const size_t count = 1100000;  // 4.4 MB: 16 whole chunks of 256 KiB and part of another
+  const uint64_t chunks = (count * 4 + s->chunk_bytes() - 1) / s->chunk_bytes();
+  uint64_t before = 0;
+  constexpr int kCalls = 10;
+  for (int call = 0; call < kCalls; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    const int root = call % n;
+    std::vector<int32_t> in(count, -2), out(count, -1);
+    if (r == root) {
+      for (size_t i = 0; i < count; ++i) in[i] = value(root, n, i, call);
+    }
+    g.broadcast(buffer(in), buffer(out), root).wait();
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], value(root, n, i, call)) << "broadcast from " << root << " " << i;
+      ASSERT_EQ(in[i], r == root ? value(root, n, i, call) : -2) << "input changed at " << i;
+    }
+    // Single copy is offered once every rank has probed its peers: by the end of the first call.
+    if (call == 0) before = s->process_reads;
+  }
+  // Relayed: a read per chunk by every other rank; forced single copy reads the root's whole
+  // input at once; another forced mode, or no single copy, stages.
+  std::vector<uint64_t> reads{s->process_reads - before};
+  g.all_reduce(buffer(reads), ReduceOp::sum).wait();
+  const ShmWriteMode mode = config().shm_write_mode;
+  uint64_t want = 0;
+  if (s->single_copy_possible() && mode == ShmWriteMode::learn) want = chunks;
+  if (s->single_copy_possible() && mode == ShmWriteMode::single_copy) want = 1;
+  EXPECT_EQ(reads[0], want * (kCalls - 1) * uint64_t(n - 1));
+}
