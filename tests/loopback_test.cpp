@@ -150,8 +150,9 @@ TEST(Loopback, RootedAndPairwiseMovementsPutEveryBlockInPlace) {
       exchanged[size_t(r)] = recv;
       p.begin(3, {}, Clock::now() + std::chrono::seconds(20));
       std::vector<float>& b = broadcast[size_t(r)];
-      if (r == n - 1) b = mine;
-      algo::binomial_broadcast(p, b.data(), block * sizeof(float), n - 1);
+      b.assign(block, -1.0f);  // the root's output apart from its input: it copies as it sends
+      algo::binomial_broadcast(p, r == n - 1 ? mine.data() : b.data(), b.data(),
+                               block * sizeof(float), n - 1);
       p.begin(4, {}, Clock::now() + std::chrono::seconds(20));
       algo::dissemination_barrier(p);
     });

@@ -47,7 +47,7 @@ void pairwise_all_to_allv(P2P& p, const void* in, const size_t* send_counts,
                           const size_t* send_displs, void* out, const size_t* recv_counts,
                           const size_t* recv_displs, size_t esize);
 // binomial_broadcast.cpp
-void binomial_broadcast(P2P& p, void* buf, size_t bytes, int root);
+void binomial_broadcast(P2P& p, const void* in, void* out, size_t bytes, int root);
 // binomial_reduce.cpp
 void binomial_reduce(P2P& p, const void* in, void* out, size_t count, DataType dt, ReduceOp op,
                      int root);

@@ -1,7 +1,5 @@
 // The rooted collectives' algorithms (broadcast, reduce, gather, scatter) and the barrier's, in
 // order of preference on equal cost.
-#include <cstring>
-
 #include "algorithms/table_helpers.hpp"
 #include "shm/sync.hpp"
 
@@ -9,11 +7,6 @@ namespace strata::algo {
 namespace {
 
 using namespace tables;
-
-// A broadcast's root with an input apart from its output sends from its output: copied first.
-void root_copies(Exec& e, const Args& a) {
-  if (e.p2p.rank() == a.root && a.in != a.out) std::memcpy(a.out, a.in, a.bytes());
-}
 
 constexpr Algorithm kBroadcast[] = {
     {"shm", "one node: the root stages in the segment, every rank copies out",
@@ -25,10 +18,7 @@ constexpr Algorithm kBroadcast[] = {
      kNoSegment},
     {"binomial", "ceil(log2 n) steps down a binomial tree from the root",
      on_network<cost::binomial, false>, anywhere,
-     [](Exec& e, const Args& a) {
-       root_copies(e, a);
-       binomial_broadcast(e.p2p, a.out, a.bytes(), a.root);
-     }},
+     [](Exec& e, const Args& a) { binomial_broadcast(e.p2p, a.in, a.out, a.bytes(), a.root); }},
 };
 
 constexpr Algorithm kReduce[] = {
