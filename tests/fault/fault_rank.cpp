@@ -10,7 +10,8 @@
 //         but rank 1 sets up its part of the world, then acts as if it had seen rank 2 die: it
 //         reports rank 2 in the store and exits 3 while the others wait for it in the barrier
 //         that ends setup), dispatch (back-to-back all_to_allv of uneven blocks, as a MoE
-//         layer's token dispatch; the busiest rank receives about 256 KiB from each), device
+//         layer's token dispatch; the busiest rank receives about 256 KiB from each), broadcast
+//         (back-to-back 4 MiB out-of-place broadcasts, the root in turn), device
 //         (as collective, the data in GPU memory: the device path, staged where ranks share a
 //         GPU; exits 5 where there is none)
 #include <unistd.h>
@@ -77,11 +78,32 @@ int dispatch(strata::Communicator& world, const char* ready) {
   }
 }
 
+// Runs out-of-place broadcasts of 4 MiB from each rank in turn until one fails: relayed on the
+// segment (the readers copy each chunk out of the root's output; the root waits for them).
+int broadcasts(strata::Communicator& world, const char* ready) {
+  const int n = world.size(), me = world.rank();
+  std::vector<int32_t> in(1u << 20), out(in.size());
+  for (int64_t it = 0;; ++it) {
+    const int root = int(it % n);
+    for (size_t k = 0; k < in.size(); ++k) in[k] = token(me, 0, k, it);
+    world.broadcast(strata::buffer(in), strata::buffer(out), root).wait();
+    if (it == 0) std::ofstream(ready) << ::getpid() << "\n";
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (out[k] != token(root, 0, k, it)) {
+        std::fprintf(stderr, "strata-fault-rank: WRONG value %zu from root %d in broadcast %lld\n",
+                     k, root, (long long)it);
+        return 4;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s collective|between|dispatch|device READY_FILE\n", argv[0]);
+    std::fprintf(stderr, "usage: %s collective|between|dispatch|broadcast|device READY_FILE\n",
+                 argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -92,6 +114,7 @@ int main(int argc, char** argv) {
     }
     auto world = strata::Communicator::from_env();
     if (mode == "dispatch") return dispatch(world, argv[2]);
+    if (mode == "broadcast") return broadcasts(world, argv[2]);
     const size_t count = between ? 1024 : (1u << 18);
     std::vector<int32_t> data(count);
     // The device mode reduces a copy of `data` in GPU memory.

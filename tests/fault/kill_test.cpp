@@ -5,6 +5,7 @@
 //   Collective: all ranks in back-to-back 1 MiB all-reduces (the others wait in one).
 //   Dispatch:   back-to-back all_to_allv of uneven blocks (a MoE layer's), on the segment (also
 //               in single copy) and on the network path (10 repetitions each).
+//   Broadcast:  back-to-back 4 MiB out-of-place broadcasts, relayed (10 repetitions).
 //   Between:    small all-reduces with 30 ms of compute between them (the kill lands outside).
 //   Start-up:   within 100 ms of the victim joining the job's store (its node record is there),
 //               while the ranks meet (a job here is ready after 60-80 ms). The ranks' timeout is
@@ -110,6 +111,10 @@ TEST(KillRank, DuringDispatchInSingleCopy) {
   run_scenario("dispatch_single_copy", "dispatch", false, 0, 10);
   ::unsetenv("STRATA_SHM_WRITE_MODE");
 }
+// Out-of-place broadcasts, relayed (the readers copy each chunk out of the root's output while
+// the root waits for them): a root that dies under its readers' copies, a reader that dies
+// while the root waits for it.
+TEST(KillRank, DuringRelayedBroadcast) { run_scenario("broadcast", "broadcast", false, 0, 10); }
 // A rank dies while the others are in an all-reduce of GPU memory: on a one-GPU machine the four
 // ranks share it and the call is staged (its host legs see the death); skipped without a GPU.
 TEST(KillRank, DuringDeviceAllReduce) {
