@@ -9,7 +9,7 @@ namespace {
 using namespace tables;
 
 constexpr Algorithm kBroadcast[] = {
-    {"shm", "one node: the root stages in the segment, every rank copies out",
+    {"shm", "one node: the root stages in the segment (or relays its output), the rest copy out",
      segment_movement<false>, on_segment,
      [](Exec& e, const Args& a) {
        shm::broadcast(e.shm_context(shm::call_word(a.dtype, -1, a.root)), a.in, a.out, a.bytes(),
