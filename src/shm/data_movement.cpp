@@ -97,17 +97,17 @@ void all_to_all(Context c, const void* in, void* out, size_t bytes) {
 // every rank stamps its call and checks every other rank's: ranks that disagree on the root would
 // otherwise each write as a root, or read from different roots, and return. That makes the first
 // chunk a meeting of all ranks; later chunks wait for the root only (docs/architecture.md,
-// "Mismatches"). Out of place, the root publishes its input and copies it to its output chunk by
-// chunk while the others read, instead of before (single copy leaves the root that copy alone).
-// The root's staging is not learned: timing it alike in every mode would make the root wait for
-// its readers, which cost more than any mode gained (RESULTS.md, "Broadcast"); a symmetric
-// buffer is read where it lies, and STRATA_SHM_WRITE_MODE may force a mode.
+// "Mismatches"). The root's staging is not learned: timing it alike in every mode would make the
+// root wait for its readers, which cost more than any mode gained (RESULTS.md, "Broadcast"); a
+// symmetric buffer is read where it lies, and STRATA_SHM_WRITE_MODE may force a mode.
 //
-// Relayed: out of place, from 1 MiB (4 MiB with more ranks than cores, where a root waiting
-// for its readers takes their core: n = 4 on 2 cores, 1 MiB went 394-431 to 463-571 us), where
-// single copy is possible and no mode is forced, the root copies each chunk to its output and the
-// readers copy it from there (a system call each), so the root makes one copy a chunk instead of
-// two (staging and its output), and returns once they have (RESULTS.md, "Broadcast").
+// Out of place, the root's input is relayed through its output from 1 MiB (4 MiB with more ranks
+// than cores, where a root waiting for its readers takes their core: n = 4 on 2 cores, 1 MiB went
+// 394-431 to 463-571 us), where single copy is possible, no mode is forced and the input is no
+// symmetric buffer: the root copies each chunk to its output and the readers copy it from there
+// (a system call each), so the root makes one copy a chunk instead of two (staging and its
+// output). Below that the root publishes its input and copies it to its output chunk by chunk
+// while the others read.
 namespace {
 size_t relay_from_bytes(const Segment& s) { return s.oversubscribed() ? 4 << 20 : 1 << 20; }
 }  // namespace
@@ -122,8 +122,8 @@ void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
   const bool relay = bytes >= relay_from_bytes(s) && s.single_copy_possible() && r == root &&
                      src != dst && config().shm_write_mode == ShmWriteMode::learn &&
                      !s.windows().find(src, bytes).id;
-  std::optional<WriterInput> input;  // the root's, staged or read where it lies
-  if (r == root && !relay) input.emplace(c, nullptr, src, bytes, bytes);
+  std::optional<WriterInput> input;  // the root's
+  if (r == root) input.emplace(c, nullptr, src, bytes, bytes, std::nullopt, relay ? dst : nullptr);
   std::shared_ptr<Window> held;
   const Expect e{Kind::broadcast, bytes, c.call};
   size_t off = 0;
@@ -132,10 +132,7 @@ void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
     const uint64_t seq = s.next_chunk++;
     const bool first = off == 0;
     if (r == root || first) wait_buffer_free(c.seg, seq, c.deadline, c.where);
-    if (relay) {
-      std::memcpy(dst + off, src + off, k);
-      publish_written(s, seq, e, kChunkInWriterMemory, dst + off);
-    } else if (input) {
+    if (input) {
       input->stage(s.buffer(root, seq), src + off, k);
       input->publish(seq, e, off);
     } else if (first) {
@@ -153,7 +150,6 @@ void broadcast(Context c, const void* in, void* out, size_t bytes, int root) {
     publish(s, &SlotHeader::consumed, seq + 1);
   } while ((off += per_chunk) < bytes);
   if (input) input->finish();
-  if (relay) wait_all(s, &SlotHeader::consumed, s.next_chunk, c.deadline, c.where);
 }
 
 }  // namespace strata::shm

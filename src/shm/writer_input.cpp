@@ -1,11 +1,15 @@
 #include "shm/writer_input.hpp"
 
+#include <cstring>
+
 namespace strata::shm {
 
 WriterInput::WriterInput(Context& c, SizedWriteModeChoice* choices, const void* in, size_t extent,
-                         size_t payload, std::optional<bool> leader_single_copy)
-    : c_(c), in_(static_cast<const uint8_t*>(in)), direct_(c.seg.windows().find(in, extent)) {
+                         size_t payload, std::optional<bool> leader_single_copy, uint8_t* relay_to)
+    : c_(c), in_(static_cast<const uint8_t*>(in)), relay_(relay_to) {
+  if (relay_) return;
   // A symmetric buffer's input is read with plain loads: faster than the kernel's copy.
+  direct_ = c.seg.windows().find(in, extent);
   if (direct_.id) return;
   bool offer = c.seg.single_copy_possible();
   ShmWriteMode policy = config().shm_write_mode;
@@ -17,8 +21,17 @@ WriterInput::WriterInput(Context& c, SizedWriteModeChoice* choices, const void* 
   stage_.emplace(choices, payload, c.seg.oversubscribed(), offer, policy);
 }
 
+void WriterInput::stage(void* to, const void* from, size_t k) const {
+  if (relay_)
+    std::memcpy(relay_ + (static_cast<const uint8_t*>(from) - in_), from, k);
+  else if (staged())
+    (*stage_)(to, from, k);
+}
+
 void WriterInput::publish(uint64_t chunk, const Expect& e, size_t off) const {
-  if (direct_.id)
+  if (relay_)
+    publish_written(c_.seg, chunk, e, kChunkInWriterMemory, relay_ + off);
+  else if (direct_.id)
     publish_written(c_.seg, chunk, e, direct_source(direct_.id, direct_.offset + off));
   else if (!staged())
     publish_written(c_.seg, chunk, e, kInWriterMemory, in_ + off);
