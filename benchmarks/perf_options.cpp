@@ -1,5 +1,6 @@
 #include "perf_options.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,7 +50,10 @@ std::optional<size_t> parse_size(const std::string& s) {
     mult = 1024.0 * 1024 * 1024;
   else if (!suffix.empty())
     return std::nullopt;
-  return size_t(v * mult);
+  // A whole number of bytes that a size_t holds: "1.5" is not 1, and nan or 1e30 not anything.
+  const double bytes = v * mult;
+  if (!(bytes <= 0x1p62) || bytes != std::floor(bytes)) return std::nullopt;
+  return size_t(bytes);
 }
 
 std::optional<double> parse_zipf(const std::string& s) {

@@ -27,8 +27,15 @@ TEST(PerfOptions, SizesWithSuffixes) {
   EXPECT_EQ(parse_size("64K"), 65536u);
   EXPECT_EQ(parse_size("1M"), 1048576u);
   EXPECT_EQ(parse_size("2G"), size_t(2) << 30);
+  EXPECT_EQ(parse_size("1.5K"), 1536u);
   EXPECT_FALSE(parse_size("12Q"));
   EXPECT_FALSE(parse_size(""));
+  // Not silently something else: a fraction of a byte, not-a-number, beyond any buffer.
+  EXPECT_FALSE(parse_size("1.5"));
+  EXPECT_FALSE(parse_size("nan"));
+  EXPECT_FALSE(parse_size("inf"));
+  EXPECT_FALSE(parse_size("1e30"));
+  EXPECT_FALSE(parse_size("-1"));
 }
 
 TEST(PerfOptions, ParsesFlagsAndRejectsBadOnesByName) {

@@ -1,6 +1,7 @@
 // strata-plan: which layout for this model on this cluster (docs/planner.md). Exit 0 when some
 // layout fits, 1 when none does (saying what is short by how much), 2 on bad input.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -70,6 +71,15 @@ double number(const std::string& flag, const std::string& v) {
   bad(flag + " '" + v + "': expected a positive number");
 }
 
+// A count (layers, nodes, batch, ...): a whole positive number, "--batch 3.5" is not 3.
+int count(const std::string& flag, const std::string& v) {
+  const double x = number(flag, v);
+  if (x != std::floor(x) || x > double(1 << 30)) {
+    bad(flag + " '" + v + "': expected a whole number from 1 to " + std::to_string(1 << 30));
+  }
+  return int(x);
+}
+
 // --check: the layouts runs_to_check picks, run; --calibrate: refitted and saved.
 void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
            std::map<std::string, std::string>& a, const std::string& self) {
@@ -78,10 +88,10 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   how.gpt = bin + "strata-gpt";
   how.launcher = a.count("--launcher") ? a["--launcher"] : bin + "strata-run -n {ranks}";
   how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
-  how.steps = a.count("--steps") ? int(number("--steps", a["--steps"])) : 6;
+  how.steps = a.count("--steps") ? count("--steps", a["--steps"]) : 6;
   std::filesystem::create_directories(how.workdir);
   const std::vector<plan::Candidate> ran =
-      plan::runs_to_check(ranked, size_t(number("--check", a["--check"])));
+      plan::runs_to_check(ranked, size_t(count("--check", a["--check"])));
   std::vector<plan::Measured> measured;
   for (const plan::Candidate& c : ran) {
     std::fprintf(stderr, "strata-plan: running %s\n", c.name.c_str());
@@ -138,10 +148,12 @@ int main(int argc, char** argv) {
         {"--seq", &c.ctx},       {"--vocab", &c.vocab}, {"--experts", &c.experts},
         {"--top-k", &c.top_k}};
     for (const auto& [flag, field] : sizes) {
-      if (a.count(flag)) *field = int(number(flag, a[flag])), r.model.name = "custom";
+      if (a.count(flag)) *field = count(flag, a[flag]), r.model.name = "custom";
     }
     c.num_params();  // the model's own checks (heads dividing the width, ...)
-    const int nodes = int(number("--nodes", a["--nodes"]));
+    r.batch = count("--batch", a["--batch"]);  // before measuring a live cluster: errors at once
+    const int top = count("--top", a["--top"]);
+    const int nodes = count("--nodes", a["--nodes"]);
     const std::string& cl = a["--cluster"];
     if (cl == "live") {
       r.cluster = plan::live_cluster(nodes);
@@ -166,10 +178,9 @@ int main(int argc, char** argv) {
       r.cluster.inter.latency_us = number("--inter-latency-us", a["--inter-latency-us"]);
     }
     if (a.count("--calibration")) plan::apply(plan::load(a["--calibration"]), r.cluster);
-    r.batch = int(number("--batch", a["--batch"]));
     r.layout = a.count("--layout") ? a["--layout"] : "";
     const auto ranked = plan::plan(r);
-    std::fputs(plan::table(r, ranked, int(number("--top", a["--top"]))).c_str(), stdout);
+    std::fputs(plan::table(r, ranked, top).c_str(), stdout);
     if (a.count("--json")) {
       const std::string j = plan::json(r, ranked);
       if (a["--json"] == "-") {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,16 +56,17 @@ constexpr const char* kHelp =
   std::exit(2);
 }
 
-// The value after flag `flag`, as a number in [lo, hi]; anything else ends the launcher.
-double number(int argc, char** argv, int& i, double lo, double hi) {
+// The value after flag `flag`, as a number in [lo, hi] (a whole one where `whole`: "-n 2.5" must
+// not start 2 ranks); anything else ends the launcher.
+double number(int argc, char** argv, int& i, double lo, double hi, bool whole = false) {
   const std::string flag = argv[i];
   if (i + 1 >= argc) usage(flag + " needs a value");
   const char* text = argv[++i];
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v >= lo && v <= hi))
-    usage(flag + " " + text + ": expected a number from " + std::to_string(long(lo)) + " to " +
-          std::to_string(long(hi)));
+  if (end == text || *end != '\0' || !(v >= lo && v <= hi) || (whole && v != std::floor(v)))
+    usage(flag + " " + text + ": expected a " + (whole ? "whole " : "") + "number from " +
+          std::to_string(long(lo)) + " to " + std::to_string(long(hi)));
   return v;
 }
 
@@ -169,9 +171,9 @@ int main(int argc, char** argv) {
     if (a == "-h" || a == "--help")
       usage("");
     else if (a == "-n" || a == "-np")
-      n = int(number(argc, argv, i, 1, 1 << 20));
+      n = int(number(argc, argv, i, 1, 1 << 20, true));
     else if (a == "--port")
-      port = int(number(argc, argv, i, 1, 65535));
+      port = int(number(argc, argv, i, 1, 65535, true));
     else if (a == "--addr" && i + 1 < argc)
       addr = argv[++i];
     else if (a == "--timeout")

@@ -1,6 +1,7 @@
 #include "cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -102,17 +103,22 @@ long to_long(const std::string& flag, const std::string& v) {
 double to_double(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end) throw std::invalid_argument(flag + ": not a number: '" + v + "'");
+  if (v.empty() || *end || !std::isfinite(x))  // "--lr inf" passed every check after it
+    throw std::invalid_argument(flag + ": not a finite number: '" + v + "'");
   return x;
 }
 int positive(const std::string& flag, const std::string& v) {
   const long x = to_long(flag, v);
-  if (x <= 0 || x > 1 << 30) throw std::invalid_argument(flag + ": must be positive, got " + v);
+  if (x <= 0 || x > 1 << 30)
+    throw std::invalid_argument(flag + ": must be from 1 to " + std::to_string(1 << 30) + ", got " +
+                                v);
   return int(x);
 }
 int non_negative(const std::string& flag, const std::string& v) {
   const long x = to_long(flag, v);
-  if (x < 0 || x > 1 << 30) throw std::invalid_argument(flag + ": must be >= 0, got " + v);
+  if (x < 0 || x > 1 << 30)
+    throw std::invalid_argument(flag + ": must be from 0 to " + std::to_string(1 << 30) + ", got " +
+                                v);
   return int(x);
 }
 

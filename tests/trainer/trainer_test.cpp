@@ -73,6 +73,16 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
             std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--config", "huge"}).find("huge"), std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--lr"}).find("needs a value"), std::string::npos);
+  for (const char* bad : {"inf", "nan", "-inf", "1e999"}) {
+    EXPECT_NE(error({"strata-gpt", "--lr", bad}).find("--lr: not a finite number"),
+              std::string::npos)
+        << bad;
+    EXPECT_NE(error({"strata-gpt", "--aux-loss-coef", bad}).find("--aux-loss-coef: not a finite"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error({"strata-gpt", "--steps", "99999999999"}).find("--steps: must be from 1 to"),
+            std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--optimizer", "lion"}).find("--optimizer"), std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--islands", "2", "--join", "h:1", "--save", "d"})
                 .find("--save and --resume with --join"),
