@@ -58,7 +58,26 @@ void UnitGatherer::wait(size_t u) {
   state_[u] = State::ready;
 }
 
+void UnitGatherer::end_pass() {
+  if (!reads_.empty()) {
+    const std::pair<bool, size_t> kind{forward_, reads_.front()};
+    orders_[kind] = std::move(reads_);
+  }
+  reads_.clear();
+  follow_ = nullptr;
+}
+
+size_t UnitGatherer::ahead(size_t u, int k) const {
+  if (follow_) {
+    const size_t at = reads_.size() - 1 + size_t(k);
+    return at < follow_->size() ? (*follow_)[at] : kNone;
+  }
+  const long v = forward_ ? long(u) + k : long(u) - k;
+  return v < 0 || v >= long(state_.size()) ? kNone : size_t(v);
+}
+
 void UnitGatherer::set_forward(bool forward) {
+  end_pass();
   // A new forward pass does not start with the kept unit: free it so the window holds.
   if (forward && kept_ != kNone) drop(kept_);
   forward_ = forward;
@@ -66,13 +85,20 @@ void UnitGatherer::set_forward(bool forward) {
 
 void UnitGatherer::gather(size_t u) {
   if (u >= state_.size()) fail("ZeroEngine.gather", comm_.rank(), "no unit " + std::to_string(u));
+  if (reads_.empty()) {  // the pass's first read: is its order known?
+    const auto known = orders_.find({forward_, u});
+    follow_ = known == orders_.end() ? nullptr : &known->second;
+  }
+  reads_.push_back(u);
+  const size_t at = reads_.size() - 1;
+  if (follow_ && (at >= follow_->size() || (*follow_)[at] != u)) follow_ = nullptr;  // departed
   if (kept_ == u) kept_ = kNone;  // in use again: the next release frees it
   if (state_[u] == State::absent) issue(u, GatherEvent::issue);
   // The window: the next `depth` units of this pass are gathered while unit u computes.
   for (int k = 1; k <= depth_; ++k) {
-    const long v = forward_ ? long(u) + k : long(u) - k;
-    if (v < 0 || v >= long(state_.size())) break;
-    if (state_[size_t(v)] == State::absent) issue(size_t(v), GatherEvent::prefetch);
+    const size_t v = ahead(u, k);
+    if (v == kNone) break;
+    if (state_[v] == State::absent) issue(v, GatherEvent::prefetch);
   }
   wait(u);
 }
@@ -105,6 +131,7 @@ std::span<const float> UnitGatherer::unit(size_t u, const char* what) const {
 }
 
 void UnitGatherer::invalidate() {
+  end_pass();
   for (size_t u = 0; u < state_.size(); ++u) {
     if (state_[u] == State::absent) continue;
     wait(u);

@@ -1,9 +1,19 @@
 // Stage 3: gathers whole units of parameters just in time from every rank's shard, keeps the next
 // `depth` gathers of the current pass in flight, and frees each unit after use.
+//
+// "Next" is the order this kind of pass read its units in last time (as FSDP records its
+// execution order): a pass is known by its direction and its first unit, since a rank's pipeline
+// chunks each have their own. A model that reads a unit out of order (a head's tied embedding)
+// or skips one (an embedding's backward reads no parameters) then prefetches what it reads next
+// and nothing else; by unit number, it gathered units it would not read. The first pass of a
+// kind, or one that departs from its order, prefetches the next units by number (the order
+// ZeroEngine documents) and records its own order for the next.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "strata/sharding.hpp"
@@ -42,6 +52,9 @@ class UnitGatherer {
 
  private:
   enum class State { absent, in_flight, ready };
+  /// The unit `k` reads after the one just read in this pass, or kNone.
+  size_t ahead(size_t u, int k) const;
+  void end_pass();  // records the pass's order
   void issue(size_t u, GatherEvent::Kind kind);
   void wait(size_t u);
   void drop(size_t u);  // frees a non-resident unit now
@@ -54,6 +67,9 @@ class UnitGatherer {
   bool forward_ = true;
   static constexpr size_t kNone = size_t(-1);
   size_t kept_ = kNone;  // released at the end of forward, kept for backward
+  std::map<std::pair<bool, size_t>, std::vector<size_t>> orders_;  // by direction, first unit
+  std::vector<size_t> reads_;                                      // this pass's so far
+  const std::vector<size_t>* follow_ = nullptr;  // its recorded order, while it keeps to it
   std::vector<bool> resident_;
   std::vector<State> state_;
   std::vector<std::vector<float>> full_;

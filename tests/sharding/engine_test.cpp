@@ -218,6 +218,77 @@ TEST(Zero, Stage3BackwardReusesTheUnitForwardEndedWith) {
       "");
 }
 
+// A GPT with a tied embedding reads unit 0 again at the head, first in backward, and not at
+// backward's end (the embedding's gradient needs no parameters). Here the MLP's first layer
+// stands in: its backward is computed without unit 0 (its weights only feed dz_prev, which
+// nothing reads). From the second step the window follows those orders: the head's re-read
+// prefetches nothing (by unit number it brought unit 1 back and held it through backward), and
+// backward's end does not gather unit 0 (by number, a gather the step's end then dropped).
+TEST(Zero, Stage3PrefetchFollowsTheOrderEachPassReads) {
+  auto& w = mp::world();
+  shtest::Mlp m;
+  const size_t L = m.layers(), per = shtest::kGlobalBatch / size_t(w.size());
+  auto o = options(3);
+  o.prefetch_depth = 1;
+  ZeroEngine e(w, m.specs(), o);
+  shtest::init_engine(m, e);
+  LiveSet ls;
+  const int steps = 3;
+  std::vector<std::vector<int>> gathers(steps, std::vector<int>(L, 0));
+  size_t seen = 0;
+  for (int step = 0; step < steps; ++step) {
+    auto b = shtest::batch(m, step, size_t(w.rank()) * per, per);
+    std::vector<std::vector<float>> acts(L + 1);
+    acts[0] = b.x;
+    e.begin_forward();
+    for (size_t l = 0; l < L; ++l) {
+      e.gather(l);
+      shtest::forward_layer(m, l, e.param(2 * l), e.param(2 * l + 1), acts[l], acts[l + 1], per);
+      e.release(l);
+    }
+    e.gather(0);  // the head's tied read
+    EXPECT_EQ(e.param(0).size(), m.dims[0] * m.dims[1]);
+    e.release(0);
+    ls.update(e.gather_events());
+    if (step > 0) {  // the last unit, kept for backward; nothing prefetched
+      EXPECT_EQ(ls.live, std::set<size_t>{L - 1}) << "after the head, step " << step;
+    }
+    std::vector<float> dz = shtest::loss_grad(acts[L], b), dz_prev;
+    e.begin_backward();
+    e.gather(0);  // the head's backward
+    e.release(0);
+    const std::vector<float> unused_w0(m.dims[0] * m.dims[1], 0.0f);
+    for (size_t l = L; l-- > 0;) {
+      if (l > 0) e.gather(l);
+      shtest::backward_layer(m, l, l > 0 ? e.param(2 * l) : std::span<const float>(unused_w0),
+                             acts[l], dz, e.grad(2 * l), e.grad(2 * l + 1), dz_prev, per);
+      e.ready(2 * l + 1);
+      e.ready(2 * l);
+      if (l > 0) e.release(l);
+      dz.swap(dz_prev);
+    }
+    ls.update(e.gather_events());
+    if (step > 0) {
+      EXPECT_TRUE(ls.live.empty()) << "after backward, step " << step;
+    }
+    e.step();
+    const auto& ev = e.gather_events();
+    for (; seen < ev.size(); ++seen)
+      if (ev[seen].kind != strata::GatherEvent::free) ++gathers[size_t(step)][ev[seen].unit];
+  }
+  // Every step: unit 0 three times (its three reads, released between), the last unit once
+  // (kept from forward for backward), the others twice. The first step, by unit number, also
+  // gathered unit 0 at backward's end.
+  for (int step = 0; step < steps; ++step) {
+    for (size_t u = 0; u < L; ++u) {
+      const int want = u == 0 ? (step == 0 ? 4 : 3) : u + 1 == L ? 1 : 2;
+      EXPECT_EQ(gathers[size_t(step)][u], want) << "unit " << u << ", step " << step;
+    }
+  }
+  const auto want = shtest::concat(shtest::reference(m, o.adamw, steps));
+  EXPECT_EQ(shtest::compare(e.full_params(), want), "");
+}
+
 TEST(Zero, Stage3SmallUnitsStayResident) {
   auto& w = mp::world();
   shtest::Mlp m;
