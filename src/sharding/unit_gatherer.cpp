@@ -78,8 +78,8 @@ size_t UnitGatherer::ahead(size_t u, int k) const {
 
 void UnitGatherer::set_forward(bool forward) {
   end_pass();
-  // A new forward pass does not start with the kept unit: free it so the window holds.
-  if (forward && kept_ != kNone) drop(kept_);
+  // A new forward pass does not start with the kept units: free them so the window holds.
+  while (forward && !kept_.empty()) drop(kept_.back());
   forward_ = forward;
 }
 
@@ -92,7 +92,7 @@ void UnitGatherer::gather(size_t u) {
   reads_.push_back(u);
   const size_t at = reads_.size() - 1;
   if (follow_ && (at >= follow_->size() || (*follow_)[at] != u)) follow_ = nullptr;  // departed
-  if (kept_ == u) kept_ = kNone;  // in use again: the next release frees it
+  std::erase(kept_, u);  // in use again: the next release frees it
   if (state_[u] == State::absent) issue(u, GatherEvent::issue);
   // The window: the next `depth` units of this pass are gathered while unit u computes.
   for (int k = 1; k <= depth_; ++k) {
@@ -106,16 +106,20 @@ void UnitGatherer::gather(size_t u) {
 void UnitGatherer::release(size_t u) {
   if (u >= state_.size()) fail("ZeroEngine.release", comm_.rank(), "no unit " + std::to_string(u));
   if (resident_[u] || state_[u] == State::absent) return;
-  // Backward starts with the unit forward ended with: keep it rather than gather it again.
-  if (forward_ && u + 1 == state_.size()) {
-    kept_ = u;
+  // Backward starts with the unit forward ended with: keep it rather than gather it again. So
+  // too a unit a recorded backward pass starts with, at its last read in this (recorded)
+  // forward: a tied embedding, read last by the head, first by the head's backward.
+  const bool last_read = follow_ && std::find(follow_->begin() + ptrdiff_t(reads_.size()),
+                                              follow_->end(), u) == follow_->end();
+  if (forward_ && (u + 1 == state_.size() || (last_read && orders_.count({false, u})))) {
+    if (!kept(u)) kept_.push_back(u);
     return;
   }
   drop(u);
 }
 
 void UnitGatherer::drop(size_t u) {
-  if (kept_ == u) kept_ = kNone;
+  std::erase(kept_, u);
   wait(u);  // the collective may still be writing into the buffer
   live_ -= full_[u].size() * sizeof(float);
   std::vector<float>().swap(full_[u]);
@@ -124,7 +128,7 @@ void UnitGatherer::drop(size_t u) {
 }
 
 std::span<const float> UnitGatherer::unit(size_t u, const char* what) const {
-  if (state_[u] != State::ready || kept_ == u)
+  if (state_[u] != State::ready || kept(u))
     fail("ZeroEngine", comm_.rank(),
          std::string(what) + " of unit " + std::to_string(u) + " while it is not gathered");
   return full_[u];

@@ -10,6 +10,7 @@
 // ZeroEngine documents) and records its own order for the next.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <span>
@@ -36,7 +37,8 @@ class UnitGatherer {
   /// Returns once unit u is gathered; issues the prefetches of the window after it.
   void gather(size_t u);
   /// Frees unit u (waiting first if its gather is still in flight); resident units stay, and so
-  /// does the last unit released in a forward pass, which backward gathers first.
+  /// do units released at the end of a forward pass that backward gathers first: the last unit,
+  /// and one a recorded backward pass starts with, at its last read in a recorded forward.
   void release(size_t u);
   /// Unit u's gathered parameters; throws unless gather(u) returned and release(u) did not run.
   std::span<const float> unit(size_t u, const char* what) const;
@@ -66,7 +68,8 @@ class UnitGatherer {
   int depth_;
   bool forward_ = true;
   static constexpr size_t kNone = size_t(-1);
-  size_t kept_ = kNone;  // released at the end of forward, kept for backward
+  bool kept(size_t u) const { return std::find(kept_.begin(), kept_.end(), u) != kept_.end(); }
+  std::vector<size_t> kept_;  // released at the end of forward, kept for backward
   std::map<std::pair<bool, size_t>, std::vector<size_t>> orders_;  // by direction, first unit
   std::vector<size_t> reads_;                                      // this pass's so far
   const std::vector<size_t>* follow_ = nullptr;  // its recorded order, while it keeps to it
