@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "perf_options.hpp"
 #include "strata/strata.hpp"
 
 using namespace strata;
@@ -28,12 +29,15 @@ struct Options {
   int pairs = 100;
 };
 
-size_t parse_size(const char* s) {
-  char* end = nullptr;
-  size_t v = std::strtoull(s, &end, 10);
-  if (*end == 'K') v <<= 10;
-  if (*end == 'M') v <<= 20;
-  return v;
+// strata-perf's size syntax (8, 64K, 1.5M), at least `lo`; anything else ends the program.
+size_t size_flag(const std::string& flag, const char* v, size_t lo) {
+  const std::optional<size_t> s = perf::parse_size(v);
+  if (!s || *s < lo) {
+    std::fprintf(stderr, "strata-in-place-gap: %s '%s': expected a whole number of at least %zu\n",
+                 flag.c_str(), v, lo);
+    std::exit(2);
+  }
+  return *s;
 }
 
 double at(std::vector<double> v, double q) {
@@ -82,13 +86,13 @@ int main(int argc, char** argv) {
     if ((a == "all_reduce" || a == "all_gather") && i == 1)
       o.coll = a;
     else if (a == "-b" && i + 1 < argc)
-      o.min_bytes = parse_size(argv[++i]);
+      o.min_bytes = size_flag(a, argv[++i], 1);
     else if (a == "-e" && i + 1 < argc)
-      o.max_bytes = parse_size(argv[++i]);
+      o.max_bytes = size_flag(a, argv[++i], 1);
     else if (a == "-f" && i + 1 < argc)
-      o.factor = std::max<size_t>(2, parse_size(argv[++i]));
+      o.factor = size_flag(a, argv[++i], 2);
     else if (a == "-n" && i + 1 < argc)
-      o.pairs = std::max(6, std::atoi(argv[++i]));
+      o.pairs = int(std::min<size_t>(size_flag(a, argv[++i], 6), 1 << 20));
     else {
       std::fprintf(stderr, "strata-in-place-gap: unknown argument '%s' (see the file's header)\n",
                    a.c_str());
