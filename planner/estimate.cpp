@@ -147,17 +147,6 @@ Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) 
 Bytes traffic_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) {
   const gpt::Traffic f = gpt::traffic_formula(o, ranks, stage);
   Bytes b{f.tp_bus_bytes, f.pp_bytes, f.dp_bus_bytes, f.ep_bus_bytes, f.cp_bytes};
-  if (!f.dp_known) {
-    // ZeRO-3 (the formula has its reduce-scatter and clipping's norms): each micro-batch's
-    // forward and backward read every unit once (recompute reruns a block inside its backward,
-    // on the unit gathered there). The engine gathers a little less (measured within 0.1 %):
-    // its window follows the order each pass read last time (src/sharding/unit_gatherer.hpp),
-    // small units stay resident for the step, and the units forward ends with are kept for
-    // backward (the tied wte's second reading among them; the embedding's backward reads none).
-    const int dp = ranks / (o.tp * o.ep * o.pp);
-    const double params = 4.0 * double(gpt::memory_formula(o, ranks, stage).params);
-    b.dp += 2.0 * o.micro_batches * strata::gather_bus_bytes(params, dp);
-  }
   const double scale = element_bytes(p) / 4;  // the formula counts fp32
   for (double* x : {&b.tp, &b.pp, &b.dp, &b.ep, &b.cp}) *x *= scale;
   return b;

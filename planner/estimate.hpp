@@ -23,7 +23,7 @@ Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p);
 /// Bytes one rank's groups move in one step, each as strata-gpt reports it: the collectives'
 /// in nccl-tests' bus sense (tp, dp, the dense average over ep), the pipeline's and the context
 /// ring's sent. traffic_formula's, which validate holds the trainer to, at the precision's element
-/// size; under ZeRO-3 (no formula) the gathers the passes read, a few units short of the engine's.
+/// size.
 struct Bytes {
   double tp = 0, pp = 0, dp = 0, ep = 0, cp = 0;
 };

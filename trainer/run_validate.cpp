@@ -66,9 +66,8 @@ bool matches_formulas(const TrainOptions& o, const StepReport& last,
          close(last.ep_bus_bytes, f.ep_bus_bytes) && close(last.cp_bytes, f.cp_bytes) &&
          std::all_of(last.experts.begin(), last.experts.end(),
                      [&](const auto& x) { return close(x.a2a_bytes, x.a2a_bytes_formula); }) &&
-         (!f.dp_known || close(last.bus_bytes, f.dp_bus_bytes)) &&
-         mem.param_bytes == m.param_bytes && mem.grad_bytes == m.grad_bytes &&
-         mem.optimizer_bytes == m.optimizer_bytes;
+         close(last.bus_bytes, f.dp_bus_bytes) && mem.param_bytes == m.param_bytes &&
+         mem.grad_bytes == m.grad_bytes && mem.optimizer_bytes == m.optimizer_bytes;
 }
 
 LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const TrainOptions& o,
@@ -155,7 +154,7 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
         o.pp > 1 ? pp::ideal_bubble(o.schedule, o.pp, o.micro_batches, o.virtual_stages) : 0;
     st.tp_bytes = f[kTp], st.tp_bytes_formula = tf.tp_bus_bytes;
     st.pp_bytes = f[kPp], st.pp_bytes_formula = tf.pp_bytes, st.dp_bus_bytes = f[kDp];
-    st.dp_bus_bytes_formula = tf.dp_known ? tf.dp_bus_bytes : -1;
+    st.dp_bus_bytes_formula = tf.dp_bus_bytes;
     st.ep_bytes = f[kEpRows], st.ep_bus_bytes = f[kEpAverage];
     st.ep_bus_bytes_formula = tf.ep_bus_bytes;
     st.cp_bytes = f[kCp], st.cp_bytes_formula = tf.cp_bytes;

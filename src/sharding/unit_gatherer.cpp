@@ -109,9 +109,11 @@ void UnitGatherer::release(size_t u) {
   // Backward starts with the unit forward ended with: keep it rather than gather it again. So
   // too a unit a recorded backward pass starts with, at its last read in this (recorded)
   // forward: a tied embedding, read last by the head, first by the head's backward.
-  const bool last_read = follow_ && std::find(follow_->begin() + ptrdiff_t(reads_.size()),
-                                              follow_->end(), u) == follow_->end();
-  if (forward_ && (u + 1 == state_.size() || (last_read && orders_.count({false, u})))) {
+  auto last_read = [&] {
+    return follow_ && std::find(follow_->begin() + ptrdiff_t(reads_.size()), follow_->end(), u) ==
+                          follow_->end();
+  };
+  if (forward_ && (u + 1 == state_.size() || (orders_.count({false, u}) && last_read()))) {
     if (!kept(u)) kept_.push_back(u);
     return;
   }

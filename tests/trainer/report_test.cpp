@@ -51,8 +51,7 @@ gpt::ReportStage stage(int s, double bubble, double ideal) {
   st.bubble = bubble, st.ideal_bubble = ideal;
   st.tp_bytes = st.tp_bytes_formula = 1572864;
   st.pp_bytes = st.pp_bytes_formula = s == 0 ? 65536 : 32768;
-  st.dp_bus_bytes = 106944;
-  st.dp_bus_bytes_formula = s == 0 ? 106944 : -1;  // stage 1: no formula (as ZeRO-3's)
+  st.dp_bus_bytes = st.dp_bus_bytes_formula = 106944;
   st.param_bytes = st.param_bytes_formula = 213888;
   st.grad_bytes = st.grad_bytes_formula = 213888;
   st.optimizer_bytes = st.optimizer_bytes_formula = 213888;
@@ -196,8 +195,7 @@ TEST(Report, CellsHoldTheExactFigures) {
   const std::string md = read_all(t.path + "/README.md");
   // Summary rows.
   EXPECT_NE(md.find("| reference (1 rank) | - | - | - | - | 12.35 | - | - |\n"), std::string::npos);
-  EXPECT_NE(md.find("| tp2.pp2.1f1b.dp2 | pass | 0 | yes | yes | 7.50 | 25.0% | yes (dp: not "
-                    "applicable) |\n"),
+  EXPECT_NE(md.find("| tp2.pp2.1f1b.dp2 | pass | 0 | yes | yes | 7.50 | 25.0% | yes |\n"),
             std::string::npos);
   EXPECT_NE(md.find("| tp2.dp4.zero1 | **FAIL** | 3.10e-08 | no | yes | 5.25 | 2.0% | yes |\n"),
             std::string::npos);
@@ -218,7 +216,7 @@ TEST(Report, CellsHoldTheExactFigures) {
   EXPECT_NE(md.find("| 0 | "), std::string::npos);
   EXPECT_NE(md.find(" | 65536 | 65536 | 106944 | 106944 |\n"), std::string::npos);
   EXPECT_NE(md.find("| 1 | 25.0% | 20.0% | 1572864 | 1572864 | 32768 | 32768 | 106944 | "
-                    "not applicable |\n"),
+                    "106944 |\n"),
             std::string::npos);
   EXPECT_NE(
       md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
@@ -322,9 +320,8 @@ TEST(Report, PassingReportSaysPass) {
   gpt::write_report(t.path, passing_report());
   const std::string md = read_all(t.path + "/README.md");
   EXPECT_NE(md.find("\n**PASS**: all 2 layouts passed"), std::string::npos);
-  // A formula that does not exist is said so, not counted as met.
-  EXPECT_NE(md.find("traffic and memory equal to their formulas (where there is one: the "
-                    "data-parallel traffic of 1 layout has none and is marked not applicable)"),
+  EXPECT_NE(md.find("traffic and memory equal to their formulas, bandwidth as the topology "
+                    "promises.\n"),
             std::string::npos);
   EXPECT_EQ(md.find("FAIL"), std::string::npos);
   // A run marked failed is not a pass even when every layout passed.

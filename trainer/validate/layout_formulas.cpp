@@ -1,5 +1,8 @@
 #include "validate/layout_formulas.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "parallel/pipeline_schedule.hpp"
 #include "parallel/tensor_parallel.hpp"
 #include "strata/types.hpp"
@@ -16,6 +19,102 @@ void for_each_chunk(const TrainOptions& o, int stage, F f) {
     const auto [first, last] = pp::stage_layers(o.model.layers, stages, c * o.pp + stage);
     f(first, last, c * o.pp + stage == 0, c * o.pp + stage == stages - 1);
   }
+}
+
+// One engine unit of a rank: the model's unit it holds (0 the embeddings, 1 + l block l, L + 1
+// the head's LayerNorm; kWteCopy the last stage's copy of the tied wte), its parameters padded
+// to a multiple of dp as the engine pads each unit, and of those the ones replicated over ep,
+// unpadded.
+constexpr int kWteCopy = -1;
+struct Unit {
+  int model_unit;
+  size_t params, dense;
+};
+
+// The units of the rank at pipeline stage `stage`, in the engine's order (the trainer's
+// local_specs): the wte copy first, then each chunk's embeddings, blocks and head.
+std::vector<Unit> units_of(const TrainOptions& o, int ranks, int stage) {
+  const Config& c = o.model;
+  const size_t t = size_t(o.tp), C = size_t(c.embd), T = size_t(c.ctx);
+  const size_t dp = size_t(ranks) / (t * size_t(o.ep) * size_t(o.pp));
+  const size_t wte = size_t(padded_vocab(c.vocab, o.tp)) / t * C;
+  // A block: LayerNorms and row-parallel biases whole, the four matrices and two column-parallel
+  // biases split over tp.
+  const size_t block =
+      4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
+  // A mixture-of-experts block: the attention as above and the router [E, C], dense; E / ep
+  // experts of the MLP's 8C^2 + 5C, whole over tp.
+  const size_t E = size_t(c.experts), El = E / size_t(o.ep);
+  const size_t moe_dense = 4 * C + C + (3 * C * C + 3 * C + C * C) / t + E * C;
+  const size_t moe_experts = El * (8 * C * C + 5 * C);
+  auto unit = [&](int g, size_t n, size_t dense) { return Unit{g, (n + dp - 1) / dp * dp, dense}; };
+  std::vector<Unit> r;
+  bool head_here = false, embed_here = false;
+  for_each_chunk(o, stage,
+                 [&](int, int, bool embed, bool head) { head_here |= head, embed_here |= embed; });
+  if (head_here && !embed_here) r.push_back(unit(kWteCopy, wte, wte));
+  for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
+    if (embed) r.push_back(unit(0, wte + T * C, wte + T * C));
+    for (int l = first; l < last; ++l) {
+      const bool moe = c.moe_block(l);
+      r.push_back(unit(1 + l, moe ? moe_dense + moe_experts : block, moe ? moe_dense : block));
+    }
+    if (head) r.push_back(unit(c.layers + 1, 2 * C, 2 * C));
+  });
+  return r;
+}
+
+// ZeRO-3's parameter gathers in a steady step, bus bytes: the passes of this rank in the
+// schedule's order, each reading its units as train_step.cpp does, and a unit gathered wherever
+// a pass reads it while the engine holds no copy. The engine (src/sharding/unit_gatherer.hpp)
+// frees a unit once read, except that a forward keeps the rank's last unit, and a unit that a
+// backward starts with at its last read in that forward (the tied wte); the next forward frees
+// what was kept. The trainer keeps no unit resident.
+double zero3_gather_bus_bytes(const TrainOptions& o, const std::vector<Unit>& units, int dp,
+                              int stage) {
+  const int L = o.model.layers;
+  std::vector<int> engine_unit(size_t(L) + 2, -1);
+  int wte = -1;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (units[u].model_unit == kWteCopy)
+      wte = int(u);
+    else
+      engine_unit[size_t(units[u].model_unit)] = int(u);
+  }
+  if (wte < 0) wte = engine_unit[0];
+  std::vector<std::vector<int>> forward_reads, backward_reads;  // per chunk
+  for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
+    std::vector<int> f, b;
+    if (embed) f.push_back(engine_unit[0]);  // embed_backward reads no parameters
+    if (head) b = {wte, engine_unit[size_t(L) + 1]};
+    for (int l = first; l < last; ++l) f.push_back(engine_unit[size_t(1 + l)]);
+    for (int l = last - 1; l >= first; --l) b.push_back(engine_unit[size_t(1 + l)]);
+    if (head) f.insert(f.end(), {wte, engine_unit[size_t(L) + 1]});
+    forward_reads.push_back(std::move(f));
+    backward_reads.push_back(std::move(b));
+  });
+  std::vector<bool> starts_backward(units.size()), held(units.size());
+  for (const std::vector<int>& b : backward_reads) starts_backward[size_t(b.front())] = true;
+  std::vector<int> kept;
+  double bytes = 0;
+  for (const pp::Action& a :
+       pp::schedule(o.schedule, o.pp, stage, o.micro_batches, o.virtual_stages)) {
+    const bool forward = a.kind == pp::Action::forward;
+    if (forward) {
+      for (int u : kept) held[size_t(u)] = false;
+      kept.clear();
+    }
+    const std::vector<int>& reads = (forward ? forward_reads : backward_reads)[size_t(a.chunk)];
+    for (auto r = reads.begin(); r != reads.end(); ++r) {
+      const size_t u = size_t(*r);
+      if (!held[u]) bytes += strata::gather_bus_bytes(4.0 * double(units[u].params), dp);
+      std::erase(kept, *r);
+      const bool last_read = std::find(r + 1, reads.end(), *r) == reads.end();
+      held[u] = forward && (u + 1 == units.size() || (last_read && starts_backward[u]));
+      if (held[u]) kept.push_back(*r);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -69,50 +168,28 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
     }
   });
   // DP: the engine reduces every (padded) parameter's gradient once a step and, in stages 1-2,
-  // all-gathers every parameter; clipping adds one double summed over dp and over tp x pp.
+  // all-gathers every parameter, in stage 3 each unit as the passes read it; clipping adds one
+  // double summed over dp and over tp x pp.
   const int dp = ranks / (o.tp * o.ep * o.pp), mp = o.tp * o.ep * o.pp;
   const Memory mem = memory_formula(o, ranks, stage);
   const double P = 4.0 * double(mem.params);
   r.dp_bus_bytes =
       (o.stage <= 1 ? strata::all_reduce_bus_bytes(P, dp) : strata::gather_bus_bytes(P, dp)) +
-      (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0);
+      (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0) +
+      (o.stage == 3 ? zero3_gather_bus_bytes(o, units_of(o, ranks, stage), dp, stage) : 0.0);
   if (o.max_grad_norm > 0) {
     if (o.stage > 0) r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, dp);
     r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, mp);
   }
-  r.dp_known = o.stage < 3;
   // EP: the dense gradients averaged over ep once a step, unpadded.
   if (o.ep > 1) r.ep_bus_bytes = strata::all_reduce_bus_bytes(4.0 * double(mem.dense), o.ep);
   return r;
 }
 
 Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
-  const Config& c = o.model;
-  const size_t t = size_t(o.tp), C = size_t(c.embd), T = size_t(c.ctx);
-  const size_t dp = size_t(ranks) / (t * size_t(o.ep) * size_t(o.pp));
-  const size_t wte = size_t(padded_vocab(c.vocab, o.tp)) / t * C;
-  // A block: LayerNorms and row-parallel biases whole, the four matrices and two column-parallel
-  // biases split over tp.
-  const size_t block =
-      4 * C + 2 * C + (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) / t;
-  // A mixture-of-experts block: the attention as above and the router [E, C], dense; E / ep
-  // experts of the MLP's 8C^2 + 5C, whole over tp.
-  const size_t E = size_t(c.experts), El = E / size_t(o.ep);
-  const size_t moe_dense = 4 * C + C + (3 * C * C + 3 * C + C * C) / t + E * C;
-  const size_t moe_experts = El * (8 * C * C + 5 * C);
-  auto padded = [&](size_t n) { return (n + dp - 1) / dp * dp; };
+  const size_t dp = size_t(ranks) / size_t(o.tp * o.ep * o.pp);
   Memory r;
-  bool head_here = false, embed_here = false;
-  for_each_chunk(o, stage, [&](int first, int last, bool embed, bool head) {
-    if (embed) r.params += padded(wte + T * C), r.dense += wte + T * C;
-    for (int l = first; l < last; ++l) {
-      r.params += padded(c.moe_block(l) ? moe_dense + moe_experts : block);
-      r.dense += c.moe_block(l) ? moe_dense : block;
-    }
-    if (head) r.params += padded(2 * C), r.dense += 2 * C;
-    head_here |= head, embed_here |= embed;
-  });
-  if (head_here && !embed_here) r.params += padded(wte), r.dense += wte;  // the tied copy
+  for (const Unit& u : units_of(o, ranks, stage)) r.params += u.params, r.dense += u.dense;
   const size_t P = r.params;
   r.param_bytes = 4 * (o.stage < 3 ? P : P / dp);
   r.grad_bytes = 4 * (o.stage < 2 ? P : P / dp);

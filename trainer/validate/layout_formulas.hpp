@@ -14,10 +14,9 @@ struct Traffic {
   double tp_bus_bytes = 0;  ///< its tp group's collectives, nccl-tests bus sense
   double pp_bytes = 0;      ///< activations and gradients it sends to other stages
   /// Its engine's collectives (gradient reduction, parameter gathers, clipping's norm), bus sense,
-  /// in a steady step (stages 1-2 gather one step's parameters in the next). Stage 3 gathers
-  /// units as the schedule asks for them: no formula (dp_known false).
+  /// in a steady step (stages 1-2 gather one step's parameters in the next; stage 3 its units
+  /// as the schedule's passes read them, the first step reading in an order not yet recorded).
   double dp_bus_bytes = 0;
-  bool dp_known = true;
   double ep_bus_bytes = 0;  ///< the dense gradients' average over ep, bus sense
   double cp_bytes = 0;      ///< attention's keys and values (ring) or rows (all-to-all) sent
 };

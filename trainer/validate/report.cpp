@@ -36,17 +36,11 @@ std::string measured(double v, bool equal) { return equal ? exact(v) : "**" + ex
 std::string summary_md(const Report& r) {
   const size_t failed = failed_layouts(r);
   std::string o = "# " + md(r.title) + "\n\n";
-  size_t without_formula = 0;
-  for (const ReportLayout& l : r.layouts) without_formula += stages_without_dp_formula(l) > 0;
   if (report_passes(r)) {
     o += "**PASS**: all " + std::to_string(r.layouts.size()) + " layouts passed: losses within " +
          rel_diff(r.tolerance) +
-         " of one rank's, replicas bit-identical, traffic and memory equal to their formulas";
-    if (without_formula)
-      o += " (where there is one: the data-parallel traffic of " +
-           count_of(int(without_formula), "layout", "layouts") +
-           " has none and is marked not applicable)";
-    o += ", bandwidth as the topology promises.\n\n";
+         " of one rank's, replicas bit-identical, traffic and memory equal to their formulas, "
+         "bandwidth as the topology promises.\n\n";
   } else {
     o += "**FAIL**: " + std::to_string(failed) + " of " + std::to_string(r.layouts.size()) +
          " layouts failed";
@@ -74,8 +68,7 @@ std::string summary_md(const Report& r) {
     o += "| " + md(l.name) + " | " + result(l.pass) + " | " + rel_diff(l.max_rel_diff) + " | " +
          (l.bit_identical ? "yes" : "no") + " | " + yes_no(l.replicas_identical) + " | " +
          ms(l.step_ms) + " | " + (l.stages.empty() ? "-" : percent(worst_bubble(l))) + " | " +
-         yes_no(l.formulas_match) + (stages_without_dp_formula(l) ? " (dp: not applicable)" : "") +
-         " |\n";
+         yes_no(l.formulas_match) + " |\n";
   }
   return o + "\n";
 }
@@ -147,15 +140,14 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   if (l.cp > 1) o += "--:|--:|";
   o += "\n";
   for (const ReportStage& s : l.stages) {
-    const bool dp_known = s.dp_bus_bytes_formula >= 0;
     o += "| " + std::to_string(s.stage) + " | " + percent(s.bubble) + " | " +
          percent(s.ideal_bubble) + " | " +
          measured(s.tp_bytes, same(s.tp_bytes, s.tp_bytes_formula)) + " | " +
          exact(s.tp_bytes_formula) + " | " +
          measured(s.pp_bytes, same(s.pp_bytes, s.pp_bytes_formula)) + " | " +
          exact(s.pp_bytes_formula) + " | " +
-         measured(s.dp_bus_bytes, !dp_known || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) +
-         " | " + (dp_known ? exact(s.dp_bus_bytes_formula) : std::string("not applicable")) + " |";
+         measured(s.dp_bus_bytes, same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) + " | " +
+         exact(s.dp_bus_bytes_formula) + " |";
     if (l.ep > 1)
       o += " " + exact(s.ep_bytes) + " | " +
            measured(s.ep_bus_bytes, same(s.ep_bus_bytes, s.ep_bus_bytes_formula)) + " | " +

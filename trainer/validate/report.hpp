@@ -62,8 +62,7 @@ struct ReportStage {
   double bubble = 0, ideal_bubble = 0;  ///< measured 1 - compute/pass time; the schedule's ideal
   double tp_bytes = 0, tp_bytes_formula = 0;  ///< tp group collectives, bus sense
   double pp_bytes = 0, pp_bytes_formula = 0;  ///< activations and gradients sent to other stages
-  double dp_bus_bytes = 0;                    ///< dp group collectives, bus sense
-  double dp_bus_bytes_formula = -1;           ///< negative: no formula (ZeRO-3's gathers)
+  double dp_bus_bytes = 0, dp_bus_bytes_formula = 0;  ///< dp group collectives, bus sense
   double ep_bus_bytes = 0, ep_bus_bytes_formula = 0;  ///< the dense gradients' average over ep
   double ep_bytes = 0;  ///< the experts' rows and counts sent to other ep ranks (routing decides)
   double cp_bytes = 0, cp_bytes_formula = 0;                    ///< attention's traffic over cp

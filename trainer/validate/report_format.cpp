@@ -67,9 +67,8 @@ bool same(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, 
 bool stage_matches(const ReportStage& s) {
   return same(s.tp_bytes, s.tp_bytes_formula) && same(s.pp_bytes, s.pp_bytes_formula) &&
          same(s.ep_bus_bytes, s.ep_bus_bytes_formula) && same(s.cp_bytes, s.cp_bytes_formula) &&
-         (s.dp_bus_bytes_formula < 0 || same(s.dp_bus_bytes, s.dp_bus_bytes_formula)) &&
-         s.param_bytes == s.param_bytes_formula && s.grad_bytes == s.grad_bytes_formula &&
-         s.optimizer_bytes == s.optimizer_bytes_formula;
+         same(s.dp_bus_bytes, s.dp_bus_bytes_formula) && s.param_bytes == s.param_bytes_formula &&
+         s.grad_bytes == s.grad_bytes_formula && s.optimizer_bytes == s.optimizer_bytes_formula;
 }
 
 double worst_bubble(const ReportLayout& l) {
@@ -136,12 +135,6 @@ std::string fence_for(const std::string& s) {
 // ---- Verdicts.
 
 // Why a layout failed, from the fields that say so; empty when it passed.
-int stages_without_dp_formula(const ReportLayout& l) {
-  int n = 0;
-  for (const ReportStage& s : l.stages) n += s.dp_bus_bytes_formula < 0;
-  return n;
-}
-
 std::vector<std::string> failure_reasons(const ReportLayout& l, double tolerance) {
   std::vector<std::string> why;
   if (l.pass) return why;

@@ -27,8 +27,6 @@ std::string rank_set(const std::vector<int>& ranks);
 /// Equal within 1e-9 relative (validate's rule for traffic against its formula).
 bool same(double a, double b);
 bool stage_matches(const ReportStage& s);
-/// Stages of the layout whose dp traffic has no formula (ZeRO-3's gathers): not applicable.
-int stages_without_dp_formula(const ReportLayout& l);
 double worst_bubble(const ReportLayout& l);
 /// Escaped for a Markdown table cell / for SVG text.
 std::string md(const std::string& s);
