@@ -171,7 +171,7 @@ ReportLayout describe(const TrainOptions& o, int n, const LayoutRun& run,
   return l;
 }
 
-void print_row(const ReportLayout& l) {
+void print_row(const ReportLayout& l, int name_width) {
   double bubble = 0, tp = 0, pp = 0;
   for (const auto& s : l.stages)
     bubble = std::max(bubble, s.bubble), tp += s.tp_bytes, pp += s.pp_bytes;
@@ -187,7 +187,7 @@ void print_row(const ReportLayout& l) {
     std::snprintf(links, sizeof links, "%.0f%%", 100 * worst);
   else if (!l.bandwidth.empty())
     std::snprintf(links, sizeof links, "n/j");
-  std::printf("%-26s %13.2e %6s %5s %8.1f %7.0f%% %10.3f %10.3f %9.0f %9.0f %6s%s\n",
+  std::printf("%-*s %13.2e %6s %5s %8.1f %7.0f%% %10.3f %10.3f %9.0f %9.0f %6s%s\n", name_width,
               l.name.c_str(), l.max_rel_diff, l.pass ? "pass" : "FAIL",
               l.replicas_identical ? "yes" : "NO", l.step_ms, 100 * bubble, tp / 1e6, pp / 1e6,
               l.stages[0].param_bytes / 1e3, l.stages[0].activation_bytes / 1e3, links,
@@ -221,6 +221,9 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
   const bool lead = world.rank() == 0;
   const int n = world.size();
   const std::vector<TrainOptions> layouts = validate_layouts(r.layouts, r.train, n);
+  int name_width = 26;  // the table's first column holds the longest layout name
+  for (const TrainOptions& o : layouts)
+    name_width = std::max(name_width, int(layout_name(o, n).size()));
   const auto start = std::chrono::steady_clock::now();
   const strata::JobTopology job = strata::JobTopology::gather(world);
   Report rep = report_header(r, n, job);
@@ -244,11 +247,11 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
         "bit-identical, traffic and memory equal to their formulas on every rank, each "
         "group's bus bandwidth >= %.0f%% of its weakest link's promise (links: the worst)\n",
         r.tolerance, 100 * r.bw_threshold);
-    std::printf("%-26s %13s %6s %5s %8s %8s %10s %10s %9s %9s %6s\n", "# layout", "max_rel_diff",
-                "result", "repl", "step_ms", "bubble", "tp_MB/step", "pp_MB/step", "param_KB",
-                "act_KB", "links");
-    std::printf("%-26s %13s %6s %5s %8.1f %8s %10s %10s %9.0f %9.0f %6s\n", "reference", "-", "-",
-                "-", 1e3 * ref.step_s, "-", "-", "-", ref.fields[kParam] / 1e3,
+    std::printf("%-*s %13s %6s %5s %8s %8s %10s %10s %9s %9s %6s\n", name_width, "# layout",
+                "max_rel_diff", "result", "repl", "step_ms", "bubble", "tp_MB/step", "pp_MB/step",
+                "param_KB", "act_KB", "links");
+    std::printf("%-*s %13s %6s %5s %8.1f %8s %10s %10s %9.0f %9.0f %6s\n", name_width, "reference",
+                "-", "-", "-", 1e3 * ref.step_s, "-", "-", "-", ref.fields[kParam] / 1e3,
                 ref.fields[kAct] / 1e3, "-");
   }
   world.barrier().wait();
@@ -258,7 +261,7 @@ int run_validate(strata::Communicator& world, const CharCorpus& data, const RunO
     world.all_gather(strata::buffer(run.fields), strata::buffer(all)).wait();
     if (!lead) continue;
     rep.layouts.push_back(describe(o, n, run, all, ref.losses, r.tolerance));
-    print_row(rep.layouts.back());
+    print_row(rep.layouts.back(), name_width);
   }
   bool ok = true;
   for (const auto& l : rep.layouts) ok &= l.pass;
