@@ -32,7 +32,7 @@ model (default: --config small):
                        most probable first (default 0: dropless)
   --aux-loss-coef X    weight of the load-balancing loss (default 0.01)
 training:
-  --steps N            optimizer steps (default 200; 20 for validate)
+  --steps N            optimizer steps (default 200; 20 for validate, which needs 2 or more)
   --batch B            sequences per step over all ranks (default 32)
   --micro-batches M    per data-parallel rank and step: pipeline micro-batches, or gradient
                        accumulation without a pipeline (default 1; --micro M is the same)
@@ -273,6 +273,12 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     throw std::invalid_argument(
         "validate certifies one island's layouts: --islands, --outer-every "
         "are for train");
+  // The traffic formulas are a steady step's: the first sets up (stages 1-2 gather no
+  // parameters yet, stage 3 gathers in an order not yet recorded) and is compared only alone.
+  if (r.mode == "validate" && t.steps < 2)
+    throw std::invalid_argument(
+        "validate needs --steps 2 or more: its last step is held to the "
+        "traffic formulas, which are a steady step's");
   if (!t.join.empty() && t.islands < 2)
     throw std::invalid_argument("--join needs --islands K, as the job it joins was started with");
   if (t.offload.params && (t.stage != 3 || t.offload.optimizer_dir.empty()))

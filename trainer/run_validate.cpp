@@ -79,10 +79,10 @@ LayoutRun run_layout(strata::Communicator& comm, const CharCorpus& data, const T
   for (int s = 0; s < o.steps; ++s) {
     last = t.step();
     run.losses.push_back(last.loss);
-    if (s == 0 && o.steps > 1) continue;  // the first step sets up buffers and sub-groups
+    if (s == 0) continue;  // the first step sets up buffers and sub-groups
     run.step_s += last.seconds, pass += last.pass_seconds, compute += last.compute_seconds;
   }
-  run.step_s /= std::max(1, o.steps - 1);
+  run.step_s /= o.steps - 1;
   run.identical = t.replicas_identical();
   const strata::MemoryReport mem = t.engine().memory();
   const int n = comm.size(), stage = comm.rank() / (n / o.pp);  // pp is the slowest dimension

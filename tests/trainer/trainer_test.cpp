@@ -89,6 +89,10 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
             std::string::npos);
   EXPECT_NE(error({"strata-gpt", "validate", "--islands", "2"}).find("--islands"),
             std::string::npos);
+  // One step would hold the set-up step to a steady step's traffic (ZeRO 1-3 fail it).
+  EXPECT_NE(error({"strata-gpt", "validate", "--steps", "1"}).find("validate needs --steps 2"),
+            std::string::npos);
+  EXPECT_EQ(error({"strata-gpt", "--steps", "1"}), "no error");  // train: one step is a run
   // --islands alone takes DiLoCo's published H.
   const char* islands[] = {"strata-gpt", "--islands", "2", "--optimizer", "sgd"};
   r = gpt::parse_command_line(5, const_cast<char**>(islands), help);
