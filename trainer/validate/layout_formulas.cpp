@@ -93,26 +93,52 @@ double zero3_gather_bus_bytes(const TrainOptions& o, const std::vector<Unit>& un
     forward_reads.push_back(std::move(f));
     backward_reads.push_back(std::move(b));
   });
-  std::vector<bool> starts_backward(units.size()), held(units.size());
+  // One pass from nothing held: a forward frees each unit once read, but keeps the rank's last
+  // unit and, at its last read there, a unit that a backward starts with; a backward frees all.
+  std::vector<bool> starts_backward(units.size());
   for (const std::vector<int>& b : backward_reads) starts_backward[size_t(b.front())] = true;
-  std::vector<int> kept;
+  auto bytes_of = [&](int u) {
+    return strata::gather_bus_bytes(4.0 * double(units[size_t(u)].params), dp);
+  };
+  struct Pass {
+    double bytes = 0;         // gathered when it starts with nothing held
+    std::vector<int> kept;    // held at its end
+    std::vector<bool> reads;  // by unit
+  };
+  std::vector<Pass> forward(forward_reads.size()), backward(backward_reads.size());
+  for (size_t c = 0; c < forward_reads.size(); ++c) {
+    const std::vector<int>& f = forward_reads[c];
+    std::vector<bool> held(units.size());
+    for (auto r = f.begin(); r != f.end(); ++r) {
+      const size_t u = size_t(*r);
+      if (!held[u]) forward[c].bytes += bytes_of(*r);
+      const bool last_read = std::find(r + 1, f.end(), *r) == f.end();
+      held[u] = u + 1 == units.size() || (last_read && starts_backward[u]);
+    }
+    for (size_t u = 0; u < units.size(); ++u)
+      if (held[u]) forward[c].kept.push_back(int(u));
+    backward[c].reads.assign(units.size(), false);
+    for (int u : backward_reads[c])
+      backward[c].bytes += bytes_of(u), backward[c].reads[size_t(u)] = true;
+  }
+  // The step: a backward finds what the forwards before it kept (the next forward frees it)
+  // and frees what it reads.
+  std::vector<int> held;
   double bytes = 0;
   for (const pp::Action& a :
        pp::schedule(o.schedule, o.pp, stage, o.micro_batches, o.virtual_stages)) {
-    const bool forward = a.kind == pp::Action::forward;
-    if (forward) {
-      for (int u : kept) held[size_t(u)] = false;
-      kept.clear();
+    if (a.kind == pp::Action::forward) {
+      bytes += forward[size_t(a.chunk)].bytes;
+      held = forward[size_t(a.chunk)].kept;
+      continue;
     }
-    const std::vector<int>& reads = (forward ? forward_reads : backward_reads)[size_t(a.chunk)];
-    for (auto r = reads.begin(); r != reads.end(); ++r) {
-      const size_t u = size_t(*r);
-      if (!held[u]) bytes += strata::gather_bus_bytes(4.0 * double(units[u].params), dp);
-      std::erase(kept, *r);
-      const bool last_read = std::find(r + 1, reads.end(), *r) == reads.end();
-      held[u] = forward && (u + 1 == units.size() || (last_read && starts_backward[u]));
-      if (held[u]) kept.push_back(*r);
-    }
+    const Pass& b = backward[size_t(a.chunk)];
+    bytes += b.bytes;
+    std::erase_if(held, [&](int u) {
+      if (!b.reads[size_t(u)]) return false;
+      bytes -= bytes_of(u);
+      return true;
+    });
   }
   return bytes;
 }
