@@ -146,9 +146,10 @@ Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) 
 
 Bytes traffic_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p) {
   const gpt::Traffic f = gpt::traffic_formula(o, ranks, stage);
-  Bytes b{f.tp_bus_bytes, f.pp_bytes, f.dp_bus_bytes, f.ep_bus_bytes, f.cp_bytes};
+  Bytes b{f.tp_bus_bytes,        f.pp_bytes,     f.dp_bus_bytes,
+          f.dp_gather_bus_bytes, f.ep_bus_bytes, f.cp_bytes};
   const double scale = element_bytes(p) / 4;  // the formula counts fp32
-  for (double* x : {&b.tp, &b.pp, &b.dp, &b.ep, &b.cp}) *x *= scale;
+  for (double* x : {&b.tp, &b.pp, &b.dp, &b.dp_gather, &b.ep, &b.cp}) *x *= scale;
   return b;
 }
 
@@ -242,10 +243,10 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   }
   // DP (over cp x dp, as the engine): gradients reduced behind the last micro-batch's backward
   // (ZeRO 0-2), parameters gathered behind the next step's first forward (1-2). ZeRO-3 holds no
-  // whole unit between passes: every micro-batch's forward and backward gather each unit again
-  // (recompute reuses the backward's), behind the computation with prefetch; the last
-  // micro-batch's backward reduce-scatters the accumulated gradients. Under ep the dense
-  // gradients' average joins it.
+  // whole unit between passes: the passes gather each unit again as they read it, behind the
+  // computation with prefetch, as often as the trainer's formula counts (about twice a
+  // micro-batch); the last micro-batch's backward reduce-scatters the accumulated gradients.
+  // Under ep the dense gradients' average joins it.
   const int dp = ranks / (o.tp * o.ep * o.pp);
   const strata::GroupShape g = shape(c, dp, o.tp);
   const gpt::Memory mem = gpt::memory_formula(o, ranks, r.stage);
@@ -253,9 +254,17 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const double reduce = o.stage <= 1 ? cost(c.host, "all_reduce", g, grads)
                                      : cost(c.host, "reduce_scatter", g, grads);
   const double gather = o.stage >= 1 ? cost(c.host, "all_gather", g, grads) : 0;
+  // Whole gathers of the rank's parameters a step: one in ZeRO 1-2; in ZeRO-3 the formula's
+  // gathered bytes over one whole gather's.
+  double gathers = o.stage >= 1 ? 1 : 0;
+  if (o.stage == 3 && dp > 1) {
+    const double gathered =
+        r.stage == 0 ? r.bytes.dp_gather : traffic_of(o, ranks, r.stage, p).dp_gather;
+    gathers = gathered / strata::gather_bus_bytes(grads, dp);
+  }
   const double average =
       cost(c.host, "all_reduce", shape(c, o.ep, o.tp * o.cp), double(mem.dense) * e);
-  t.dp.comm = (o.stage == 3 ? m * 2 * gather + reduce : reduce + gather) + average;
+  t.dp.comm = reduce + gathers * gather + average;
   const double backward = stage_work * 2 / 3 / m, forward = stage_work / 3 / m;
   if (o.stage < 3) {
     t.dp.exposed = std::max(0.0, reduce + average - backward) + std::max(0.0, gather - forward);

@@ -25,7 +25,9 @@ Memory memory_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p);
 /// ring's sent. traffic_formula's, which validate holds the trainer to, at the precision's element
 /// size.
 struct Bytes {
-  double tp = 0, pp = 0, dp = 0, ep = 0, cp = 0;
+  double tp = 0, pp = 0, dp = 0;
+  double dp_gather = 0;  ///< of dp, the parameters' all-gathers
+  double ep = 0, cp = 0;
 };
 /// Of the rank at pipeline stage `stage` of layout `o` on `ranks` devices.
 Bytes traffic_of(const gpt::TrainOptions& o, int ranks, int stage, Precision p);

@@ -320,6 +320,41 @@ TEST(Planner, SmallMatricesSharedCoresWaitsAndSplitSequencesAreWhatTheModelSays)
   EXPECT_DOUBLE_EQ(plan::estimate(dp4, two, Precision::fp32).time.compute, 2 * flops / 1e11);
 }
 
+// ZeRO-3 gathers each unit as often as the trainer's formula counts for the schedule: GPipe's
+// four forwards in a row leave a backward the last forward's kept units once, 1F1B's
+// alternation three times, so at the same sizes GPipe gathers more; ZeRO 1-2 gather once a step
+// under either. On GPUs the planner's all-gather and reduce-scatter of one size cost alike
+// (NCCL's ring: n - 1 steps of B/n), so a ZeRO-2 step's dp time is two such, a ZeRO-3 step's
+// 1 + gathers, gathers being the formula's gathered bytes over one gather's at the stage the
+// estimate times (GPipe's last, whose logits make it the fullest; 1F1B's first).
+TEST(Planner, ZeroThreeGathersAsOftenAsTheScheduleDoes) {
+  const plan::ClusterSpec c = plan::cluster_of("1x4", "h100", Precision::fp32);
+  auto layout = [](const std::string& name) {
+    gpt::TrainOptions base;
+    base.model = plan::model_preset("small").config;
+    base.global_batch = 32, base.micro_batches = 4;
+    return gpt::layout_from_name(name, base, 4);
+  };
+  auto dp_time = [&](const std::string& name) {
+    return plan::estimate(layout(name), c, Precision::fp32).time.dp.comm;
+  };
+  auto gathers = [&](const std::string& name) {
+    const gpt::TrainOptions o = layout(name);
+    const int stage = plan::estimate(o, c, Precision::fp32).stage;
+    return gpt::traffic_formula(o, 4, stage).dp_gather_bus_bytes /
+           strata::gather_bus_bytes(4.0 * double(gpt::memory_formula(o, 4, stage).params), 2);
+  };
+  const double gpipe = gathers("pp2.gpipe.dp2.zero3"), one_f = gathers("pp2.1f1b.dp2.zero3");
+  EXPECT_GT(gpipe, one_f);
+  EXPECT_GT(one_f, 1);
+  for (const char* s : {"gpipe", "1f1b"}) {
+    const std::string z2 = std::string("pp2.") + s + ".dp2.zero2";
+    const std::string z3 = std::string("pp2.") + s + ".dp2.zero3";
+    EXPECT_DOUBLE_EQ(gathers(z2), 1) << s;
+    EXPECT_NEAR(dp_time(z3) / dp_time(z2), (1 + gathers(z3)) / 2, 1e-12) << s;
+  }
+}
+
 // --check runs the top-ranked layout, the best with each axis the plan allows, and the slowest
 // that fits: a calibration then sees every kind of exchange.
 TEST(Planner, CheckRunsCoverEveryAxisAndAControl) {

@@ -64,6 +64,17 @@ std::vector<Unit> units_of(const TrainOptions& o, int ranks, int stage) {
   return r;
 }
 
+// A rank's parameters and their bytes under ZeRO stage `zero` over `dp` ranks, from its units.
+Memory memory_of_units(const std::vector<Unit>& units, int zero, size_t dp) {
+  Memory r;
+  for (const Unit& u : units) r.params += u.params, r.dense += u.dense;
+  const size_t P = r.params;
+  r.param_bytes = 4 * (zero < 3 ? P : P / dp);
+  r.grad_bytes = 4 * (zero < 2 ? P : P / dp);
+  r.optimizer_bytes = 8 * (zero == 0 ? P : P / dp);
+  return r;
+}
+
 // ZeRO-3's parameter gathers in a steady step, bus bytes: the passes of this rank in the
 // schedule's order, each reading its units as train_step.cpp does, and a unit gathered wherever
 // a pass reads it while the engine holds no copy. The engine (src/sharding/unit_gatherer.hpp)
@@ -197,12 +208,15 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   // all-gathers every parameter, in stage 3 each unit as the passes read it; clipping adds one
   // double summed over dp and over tp x pp.
   const int dp = ranks / (o.tp * o.ep * o.pp), mp = o.tp * o.ep * o.pp;
-  const Memory mem = memory_formula(o, ranks, stage);
+  const std::vector<Unit> units = units_of(o, ranks, stage);
+  const Memory mem = memory_of_units(units, o.stage, size_t(dp));
   const double P = 4.0 * double(mem.params);
+  r.dp_gather_bus_bytes = o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp)
+                          : o.stage == 3               ? zero3_gather_bus_bytes(o, units, dp, stage)
+                                                       : 0.0;
   r.dp_bus_bytes =
       (o.stage <= 1 ? strata::all_reduce_bus_bytes(P, dp) : strata::gather_bus_bytes(P, dp)) +
-      (o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp) : 0.0) +
-      (o.stage == 3 ? zero3_gather_bus_bytes(o, units_of(o, ranks, stage), dp, stage) : 0.0);
+      r.dp_gather_bus_bytes;
   if (o.max_grad_norm > 0) {
     if (o.stage > 0) r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, dp);
     r.dp_bus_bytes += strata::all_reduce_bus_bytes(8, mp);
@@ -214,13 +228,7 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
 
 Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   const size_t dp = size_t(ranks) / size_t(o.tp * o.ep * o.pp);
-  Memory r;
-  for (const Unit& u : units_of(o, ranks, stage)) r.params += u.params, r.dense += u.dense;
-  const size_t P = r.params;
-  r.param_bytes = 4 * (o.stage < 3 ? P : P / dp);
-  r.grad_bytes = 4 * (o.stage < 2 ? P : P / dp);
-  r.optimizer_bytes = 8 * (o.stage == 0 ? P : P / dp);
-  return r;
+  return memory_of_units(units_of(o, ranks, stage), o.stage, dp);
 }
 
 }  // namespace gpt

@@ -17,8 +17,9 @@ struct Traffic {
   /// in a steady step (stages 1-2 gather one step's parameters in the next; stage 3 its units
   /// as the schedule's passes read them, the first step reading in an order not yet recorded).
   double dp_bus_bytes = 0;
-  double ep_bus_bytes = 0;  ///< the dense gradients' average over ep, bus sense
-  double cp_bytes = 0;      ///< attention's keys and values (ring) or rows (all-to-all) sent
+  double dp_gather_bus_bytes = 0;  ///< of dp_bus_bytes, the parameters' all-gathers
+  double ep_bus_bytes = 0;         ///< the dense gradients' average over ep, bus sense
+  double cp_bytes = 0;             ///< attention's keys and values (ring) or rows (all-to-all) sent
 };
 Traffic traffic_formula(const TrainOptions& o, int ranks, int stage);
 
