@@ -48,15 +48,31 @@ TEST(WriteModeChoice, MeasuresBothThenKeepsTheFasterAndRetriesTheOtherEvery16th)
   EXPECT_EQ(c.preferred(), O);
 }
 
-TEST(WriteModeChoice, SwitchesAtOnceWhenThePreferredModeSlowsDown) {
+TEST(WriteModeChoice, SwitchesOnceThePreferredModeStaysSlow) {
   WriteModeChoice c;
   bool far = false;
   auto cost = [&](WriteMode s) { return s == O ? (far ? 4e-10 : 1e-10) : 2e-10; };
   run(c, 10, cost);
   EXPECT_EQ(c.preferred(), O);
-  far = true;  // ordinary: 1 -> 4, streaming 2: one sample of 4 puts ordinary at 2.5
-  const auto modes = run(c, 3, cost);
-  EXPECT_EQ(modes, std::vector<WriteMode>({O, S, S}));
+  far = true;  // ordinary: 1 -> 4, streaming 2: ordinary's window holds a 1 for two more
+  const auto modes = run(c, 5, cost);
+  EXPECT_EQ(modes, std::vector<WriteMode>({O, O, O, S, S}));
+}
+
+// A single operation slowed by the host (a preemption: 10x) does not move the choice: on the
+// Intel host at 1 MiB such samples sent a quarter of the operations to a mode 2x slower.
+TEST(WriteModeChoice, IgnoresOneSlowOperation) {
+  WriteModeChoice c;
+  int op = 0;
+  auto cost = [&](WriteMode s) {
+    const double base = s == C ? 1e-10 : 2e-10;
+    return ++op % 5 == 0 ? 10 * base : base;  // every fifth operation preempted
+  };
+  const auto modes = run(c, 64, cost, true);  // operations 0..63
+  // Measuring (0..3), then single copy but for the retries at 16, 32 and 48.
+  std::vector<WriteMode> want = {O, S, O, C};
+  for (int i = 4; i < 64; ++i) want.push_back(i == 16 || i == 48 ? S : i == 32 ? O : C);
+  EXPECT_EQ(modes, want);
 }
 
 TEST(WriteModeChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {

@@ -34,13 +34,18 @@ WriteMode WriteModeChoice::next(bool single_copy) {
 
 void WriteModeChoice::record(double seconds_per_byte) {
   if (ops_ <= 1) return;  // operation 0
-  double& c = cost(running_);
-  // Over consecutive operations in one mode, half weight to the newest sample: steady against
-  // noise, yet a mode that has turned slow overtakes the other's estimate within an operation or
-  // two. The first operation after another mode replaces the estimate, which may predate a move.
-  const bool fresh = c == 0 || running_ != last_recorded_;
-  c = fresh ? seconds_per_byte : 0.5 * (c + seconds_per_byte);
-  last_recorded_ = running_;
+  Samples& s = samples_[int(running_)];
+  s.recent[s.next] = seconds_per_byte;
+  s.next = (s.next + 1) % kWindow;
+}
+
+double WriteModeChoice::cost(WriteMode m) const {
+  // The fastest of the recent samples: a preemption or an interrupt only ever adds time, so
+  // one slow operation says nothing, while a mode that has turned slow is slow every time.
+  double best = 0;
+  for (double t : samples_[int(m)].recent)
+    if (t > 0 && (best == 0 || t < best)) best = t;
+  return best;
 }
 
 WriteMode WriteModeChoice::preferred(bool single_copy) const {

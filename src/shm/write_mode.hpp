@@ -51,13 +51,21 @@ class WriteModeChoice {
   WriteMode preferred(bool single_copy = false) const;
 
  private:
-  double& cost(WriteMode m) { return cost_[int(m)]; }
-  double cost(WriteMode m) const { return cost_[int(m)]; }
+  /// Samples a mode's estimate is the fastest of. One operation slowed by the host (measured
+  /// at 1 MiB, n = 2: a single slow sample flipped the choice to a mode 2x slower, so a quarter
+  /// to two fifths of the operations ran in the slower modes); a mode that has turned slow is
+  /// noticed after kWindow operations in it.
+  static constexpr int kWindow = 3;
+  struct Samples {
+    double recent[kWindow] = {};  // seconds per byte; 0: none yet
+    int next = 0;
+  };
+  /// Seconds per byte of `m`: the fastest of its recent samples; 0 while it has none.
+  double cost(WriteMode m) const;
 
   uint64_t ops_ = 0;
   WriteMode running_ = WriteMode::ordinary;
-  WriteMode last_recorded_ = WriteMode::ordinary;
-  double cost_[3] = {0, 0, 0};  // seconds per byte, per mode; 0: not measured
+  Samples samples_[3];
 };
 
 /// One collective's choices by payload size, learned apart because the cost per byte differs
