@@ -51,10 +51,10 @@ class WriteModeChoice {
   WriteMode preferred(bool single_copy = false) const;
 
  private:
-  /// Samples a mode's estimate is the fastest of. One operation slowed by the host (measured
-  /// at 1 MiB, n = 2: a single slow sample flipped the choice to a mode 2x slower, so a quarter
-  /// to two fifths of the operations ran in the slower modes); a mode that has turned slow is
-  /// noticed after kWindow operations in it.
+  /// A mode's estimate is the fastest of its last kWindow timed operations, so that one
+  /// operation the host slowed does not flip the choice (a running mean did: at 1 MiB, n = 2,
+  /// over a third of the operations then ran in modes 2x slower); a mode that has turned slow
+  /// is left after kWindow operations in it.
   static constexpr int kWindow = 3;
   struct Samples {
     double recent[kWindow] = {};  // seconds per byte; 0: none yet
