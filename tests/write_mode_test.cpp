@@ -60,7 +60,7 @@ TEST(WriteModeChoice, SwitchesOnceThePreferredModeStaysSlow) {
 }
 
 // A single operation slowed by the host (a preemption: 10x) does not move the choice: on the
-// Intel host at 1 MiB such samples sent a quarter of the operations to a mode 2x slower.
+// Intel host at 1 MiB such samples sent over a third of the operations to modes 2x slower.
 TEST(WriteModeChoice, IgnoresOneSlowOperation) {
   WriteModeChoice c;
   int op = 0;
