@@ -56,6 +56,13 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
                            << " node(s), links " << runtime::describe_links(view_);
 }
 
+Communicator::Impl::~Impl() {
+  // First, while the members its operations use are still here, and on this thread: a Work
+  // that polls the queue may keep it alive, and its progress thread must not outlive them or
+  // end up owning the queue (which it cannot destroy on itself).
+  if (queue_) queue_->close();
+}
+
 const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t bytes) {
   const auto table = algo::algorithms(c);
   std::atomic<uint64_t>& memo = last_choice_[size_t(c)];

@@ -24,6 +24,8 @@ struct DeviceGroup;
 class Communicator::Impl {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, const CommOptions& options);
+  /// Closes the op queue before any member goes (OpQueue::close).
+  ~Impl();
 
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);

@@ -82,8 +82,7 @@ void OpQueue::abort(const std::string& why) {
   stop_thread();
 }
 
-OpQueue::~OpQueue() {
-  unregister_recorder(&recorder_);
+void OpQueue::close() {
   stop_thread();
   std::lock_guard<std::mutex> ex(exec_mu_);
   health_->attach(nullptr);
@@ -91,6 +90,11 @@ OpQueue::~OpQueue() {
   fail_all_locked([](const ErrorContext& w) {
     return Error(ErrorCode::aborted, w, "communicator destroyed with the operation still pending");
   });
+}
+
+OpQueue::~OpQueue() {
+  unregister_recorder(&recorder_);
+  close();
   for (int fd : {kick_fd_, stop_fd_, idle_epoll_, net_epoll_}) ::close(fd);
 }
 

@@ -101,6 +101,10 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   /// a collective running (its waits see the abort at their next wake-up). Idempotent, any
   /// thread.
   void abort(const std::string& why = {});
+  /// The group is going: stops the progress thread and fails what is queued or pending
+  /// (ErrorCode::aborted). The queue itself may live on in a Work that polls it, on any thread
+  /// but its own stopped one. Idempotent; the destructor calls it too.
+  void close();
 
  private:
   // All of the following need exec_mu_.

@@ -1,6 +1,7 @@
 // Watched operations (OpQueue::watch): what the device path's NCCL calls complete through, run
 // here on the host with steps the test controls. Completion by polling, callbacks without a
-// waiter, a step's failure, a peer's abort seen by the group's health, a Work outliving its group.
+// waiter, a step's failure, a peer's abort seen by the group's health, a Work outliving its group
+// (also while the progress thread is polling it).
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -112,5 +113,24 @@ TEST(Watch, AWorkThatOutlivesItsGroupFailsInsteadOfTouchingIt) {
   }
   mp::expect_error([&] { work.wait(); }, ErrorCode::aborted,
                    {"communicator destroyed with the operation still pending"});
+  w.barrier().wait();
+}
+
+// The progress thread holds the op queue while it polls a watched operation: the group going
+// meanwhile must stop that thread, not leave it the queue's last owner (it destroyed the queue
+// on itself and aborted the process, under load in CI). A slow step keeps it polling.
+TEST(Watch, AGroupGoesWhileItsProgressThreadPollsAWatchedOperation) {
+  auto& w = mp::world();
+  for (int round = 0; round < 10; ++round) {
+    Work work;
+    {
+      Communicator sub = w.split(0, w.rank(), {.name = "polled"});
+      work = group(sub).watch(group(sub).next_call("all_reduce", -1), kData,
+                              [](detail::WorkState&) { std::this_thread::sleep_for(3ms); });
+      std::this_thread::sleep_for(10ms);  // the thread is polling
+    }
+    mp::expect_error([&] { work.wait(); }, ErrorCode::aborted,
+                     {"communicator destroyed with the operation still pending"});
+  }
   w.barrier().wait();
 }
