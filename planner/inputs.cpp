@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/gpt_layers.hpp"
+#include "model/gpt_model.hpp"
 
 namespace plan {
 namespace {
@@ -165,6 +166,8 @@ ClusterSpec cluster_of(const std::string& nxg, const std::string& device, Precis
   }
   return gpu_cluster(device_kind(device), nodes, per_node, p);
 }
+
+void use_trainer_blas_kernels(char** argv) { gpt::use_best_blas_kernel(argv); }
 
 ClusterSpec live_cluster(int nodes) {
   ClusterSpec c = host_cluster(nodes);

@@ -64,6 +64,9 @@ struct ClusterSpec {
 /// cpu: one rank per core of this machine's kind), at `p`'s compute rate. Throws
 /// std::invalid_argument naming what does not parse.
 ClusterSpec cluster_of(const std::string& nxg, const std::string& device, Precision p);
+/// Call first in main(): runs this process on the BLAS kernels the trainer chooses
+/// (gpt::use_best_blas_kernel), so that a live cluster's measured rate is the trainer's.
+void use_trainer_blas_kernels(char** argv);
 /// This machine: its cores as devices, its memory shared among them, its links from the
 /// topology layer, its compute rate measured with the trainer's own matrix product.
 ClusterSpec live_cluster(int nodes = 1);

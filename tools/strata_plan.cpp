@@ -117,6 +117,7 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
 }  // namespace
 
 int main(int argc, char** argv) {
+  plan::use_trainer_blas_kernels(argv);
   std::map<std::string, std::string> a{
       {"--model", "small"}, {"--cluster", "live"},   {"--device", "h100"}, {"--nodes", "1"},
       {"--batch", "32"},    {"--precision", "fp32"}, {"--top", "10"}};

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <exception>
 
+#include "model/gpt_model.hpp"
 #include "modes.hpp"
 #include "strata/error.hpp"
 #include "validate/layouts.hpp"
 
 int main(int argc, char** argv) {
+  gpt::use_best_blas_kernel(argv);
   gpt::RunOptions r;
   try {
     bool help = false;

@@ -210,9 +210,10 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   if (lead())
     std::printf(
         "strata-gpt: %zu parameters (L %d, H %d, C %d, T %d, V %d), %d ranks as %s, "
-        "global batch %d x %d tokens, %d micro-batches, %d steps\n",
+        "global batch %d x %d tokens, %d micro-batches, %d steps; OpenBLAS %s, %d thread%s\n",
         c.num_params(), c.layers, c.heads, c.embd, c.ctx, c.vocab, ranks,
-        layout_name(o, ranks).c_str(), o.global_batch, c.ctx, o.micro_batches, o.steps);
+        layout_name(o, ranks).c_str(), o.global_batch, c.ctx, o.micro_batches, o.steps,
+        blas_kernel().c_str(), blas_threads(), blas_threads() == 1 ? "" : "s");
   print_memory(world, t, o);
   std::vector<StepReport> steps;
   std::vector<std::pair<int, float>> train_curve, val_curve;

@@ -211,6 +211,26 @@ TEST(Model, OneBlasThreadByDefault) {
   EXPECT_THROW(gpt::set_blas_threads(0), std::invalid_argument);
 }
 
+// OpenBLAS's fallback for a CPU model it does not know (Prescott, SSE3) is replaced by the best
+// kernels the CPU's features run; any other choice of OpenBLAS's stands.
+TEST(Model, BlasKernelsReplaceOnlyTheUnknownCpuFallback) {
+  gpt::CpuFeatures avx512{true, true, true, true, true, true, true};
+  EXPECT_STREQ(gpt::blas_kernel_for("Prescott", avx512), "SkylakeX");
+  EXPECT_STREQ(gpt::blas_kernel_for("PRESCOTT", avx512), "SkylakeX");
+  gpt::CpuFeatures avx2{true, true, true};
+  EXPECT_STREQ(gpt::blas_kernel_for("Prescott", avx2), "Haswell");
+  avx512.avx512vl = false;  // AVX-512 without all of SkylakeX's subsets: Haswell's
+  EXPECT_STREQ(gpt::blas_kernel_for("Prescott", avx512), "Haswell");
+  gpt::CpuFeatures avx{true};
+  EXPECT_STREQ(gpt::blas_kernel_for("Prescott", avx), "Sandybridge");
+  avx2.fma = false;  // Haswell's kernels use FMA
+  EXPECT_STREQ(gpt::blas_kernel_for("Prescott", avx2), "Sandybridge");
+  EXPECT_EQ(gpt::blas_kernel_for("Prescott", gpt::CpuFeatures{}), nullptr);
+  EXPECT_EQ(gpt::blas_kernel_for("Haswell", avx512), nullptr);
+  EXPECT_EQ(gpt::blas_kernel_for("Zen", avx2), nullptr);
+  EXPECT_EQ(gpt::blas_kernel_for(nullptr, avx2), nullptr);
+}
+
 TEST(Model, BadArgumentsThrow) {
   const Config c = Config::named("tiny");
   Tensors p = init_all(c, 1);

@@ -70,6 +70,22 @@ int blas_threads();
 /// The BLAS library's own description: version, build options and the kernels it chose.
 std::string blas_config();
 
+/// The kernels OpenBLAS runs (its core name: "SkylakeX", "Haswell", "Prescott").
+std::string blas_kernel();
+/// What a CPU can run, for choosing BLAS kernels.
+struct CpuFeatures {
+  bool avx = false, avx2 = false, fma = false;
+  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
+};
+/// The OpenBLAS kernels (an OPENBLAS_CORETYPE name) to use instead of `chosen`, the ones OpenBLAS
+/// picked, where `chosen` is its fallback for a CPU it does not know (Prescott) and `cpu` runs
+/// better ones; nullptr where OpenBLAS's choice stands.
+const char* blas_kernel_for(const char* chosen, const CpuFeatures& cpu);
+/// Call first in main(): where blas_kernel_for names better kernels than OpenBLAS loaded with,
+/// and OPENBLAS_CORETYPE is unset, starts this program again (same pid, arguments and
+/// environment) with OPENBLAS_CORETYPE set to them; else returns.
+void use_best_blas_kernel(char** argv);
+
 /// One span per tensor of a unit, in param_specs order.
 using Params = std::vector<std::span<const float>>;
 using Grads = std::vector<std::span<float>>;
