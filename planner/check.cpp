@@ -208,6 +208,7 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
     return e;
   });
   return {c.flops,
+          c.rows_half,
           c.intra.bandwidth_gbs,
           c.intra.latency_us,
           c.inter.bandwidth_gbs,
@@ -219,7 +220,7 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
 }
 
 void apply(const Calibration& k, ClusterSpec& c) {
-  c.flops = k.flops;
+  c.flops = k.flops, c.rows_half = k.rows_half;
   c.flops_source = "calibrated";
   c.intra.bandwidth_gbs = k.intra_gbs, c.intra.latency_us = k.intra_us;
   c.inter.bandwidth_gbs = k.inter_gbs, c.inter.latency_us = k.inter_us;
@@ -230,14 +231,15 @@ void apply(const Calibration& k, ClusterSpec& c) {
 void save(const Calibration& k, const std::string& path) {
   std::ofstream f(path);
   f.precision(9);
-  f << "# strata-plan --calibrate: sustained FLOP/s per device; links in GB/s and us; a blocking "
-       "exchange's wait (us) and the most of the computation waits add up to; context "
-       "parallelism's extra computation (share); core-seconds per GB of hidden transfers "
-       "across nodes\n"
-    << "flops = " << k.flops << "\nintra_gbs = " << k.intra_gbs << "\nintra_us = " << k.intra_us
-    << "\ninter_gbs = " << k.inter_gbs << "\ninter_us = " << k.inter_us
-    << "\nwait_us = " << k.wait_us << "\nwait_share = " << k.wait_share
-    << "\ncp_extra = " << k.cp_extra << "\noverlap_s_per_gb = " << k.overlap_s_per_gb << "\n";
+  f << "# strata-plan --calibrate: sustained FLOP/s per device and the rows of a micro-batch that "
+       "run at half that; links in GB/s and us; a blocking exchange's wait (us) and the most of "
+       "the computation waits add up to; context parallelism's extra computation (share); "
+       "core-seconds per GB of hidden transfers across nodes\n"
+    << "flops = " << k.flops << "\nrows_half = " << k.rows_half << "\nintra_gbs = " << k.intra_gbs
+    << "\nintra_us = " << k.intra_us << "\ninter_gbs = " << k.inter_gbs
+    << "\ninter_us = " << k.inter_us << "\nwait_us = " << k.wait_us
+    << "\nwait_share = " << k.wait_share << "\ncp_extra = " << k.cp_extra
+    << "\noverlap_s_per_gb = " << k.overlap_s_per_gb << "\n";
   if (!f) throw std::invalid_argument("--calibrate '" + path + "': cannot write");
 }
 
@@ -245,15 +247,12 @@ Calibration load(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw std::invalid_argument("--calibration '" + path + "': cannot read");
   Calibration k;
-  std::pair<const char*, double*> keys[] = {{"flops", &k.flops},
-                                            {"intra_gbs", &k.intra_gbs},
-                                            {"intra_us", &k.intra_us},
-                                            {"inter_gbs", &k.inter_gbs},
-                                            {"inter_us", &k.inter_us},
-                                            {"wait_us", &k.wait_us},
-                                            {"wait_share", &k.wait_share},
-                                            {"cp_extra", &k.cp_extra},
-                                            {"overlap_s_per_gb", &k.overlap_s_per_gb}};
+  std::pair<const char*, double*> keys[] = {
+      {"flops", &k.flops},         {"rows_half", &k.rows_half},
+      {"intra_gbs", &k.intra_gbs}, {"intra_us", &k.intra_us},
+      {"inter_gbs", &k.inter_gbs}, {"inter_us", &k.inter_us},
+      {"wait_us", &k.wait_us},     {"wait_share", &k.wait_share},
+      {"cp_extra", &k.cp_extra},   {"overlap_s_per_gb", &k.overlap_s_per_gb}};
   int line_no = 0, found = 0;
   for (std::string line; std::getline(f, line);) {
     ++line_no;
@@ -262,7 +261,8 @@ Calibration load(const std::string& path) {
     double v = 0;
     bool known = false;
     if (std::sscanf(line.c_str(), "%31s = %lf", key, &v) == 2 &&
-        (v > 0 || (v == 0 && std::string(key) == "overlap_s_per_gb"))) {  // 0: one node's fit
+        (v > 0 || (v == 0 && (std::string(key) == "overlap_s_per_gb" ||  // one node's fit
+                              std::string(key) == "rows_half")))) {      // no curve (GPUs)
       for (auto& [name, field] : keys) {
         if (std::string(key) == name) *field = v, known = true, ++found;
       }
@@ -272,10 +272,11 @@ Calibration load(const std::string& path) {
                                   ": '" + line + "' (expected key = positive number)");
     }
   }
-  if (found != 9) {
-    throw std::invalid_argument("--calibration '" + path +
-                                "': needs flops, intra_gbs, intra_us, inter_gbs, inter_us, "
-                                "wait_us, wait_share, cp_extra and overlap_s_per_gb");
+  if (found != 10) {
+    throw std::invalid_argument(
+        "--calibration '" + path +
+        "': needs flops, rows_half, intra_gbs, intra_us, inter_gbs, inter_us, "
+        "wait_us, wait_share, cp_extra and overlap_s_per_gb");
   }
   return k;
 }

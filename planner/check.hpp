@@ -35,10 +35,11 @@ std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_
 /// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus).
 Measured run_layout(const Request& r, const Candidate& c, const Runner& how);
 
-/// The figures a calibration replaces: the sustained compute rate, each link's speed, and the
-/// wait of a blocking exchange.
+/// The figures a calibration replaces: the sustained compute rate with the small-matrix curve it
+/// was fitted under (a plan measuring that curve again would move the fitted rate by its noise),
+/// each link's speed, and the wait of a blocking exchange.
 struct Calibration {
-  double flops = 0;
+  double flops = 0, rows_half = 0;
   double intra_gbs = 0, intra_us = 0, inter_gbs = 0, inter_us = 0;
   double wait_us = 0, wait_share = 1, cp_extra = 0;
   double overlap_s_per_gb = 0;  ///< ClusterSpec's; 0 from a calibration on one node

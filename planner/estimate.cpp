@@ -95,6 +95,16 @@ int nodes_spanned(int size, int stride, int per_node) {
   return (size + per - 1) / per;
 }
 
+// Whether some rank of pipeline stage `from` sits on another node than its peer of stage `to`
+// (stages are `stride` world ranks apart: pp is the mesh's outermost axis).
+bool stages_apart(int from, int to, int stride, int per_node) {
+  if (stride >= per_node) return true;
+  for (int i = 0; i < stride; ++i) {
+    if ((from * stride + i) / per_node != (to * stride + i) / per_node) return true;
+  }
+  return false;
+}
+
 strata::GroupShape shape(const ClusterSpec& c, int size, int stride) {
   strata::GroupShape g;
   g.ranks = size;
@@ -234,12 +244,21 @@ Estimate estimate(const gpt::TrainOptions& o, const ClusterSpec& c, Precision p)
   const double stage_work = t.compute + t.tp.exposed + t.ep.exposed + t.cp.exposed;
   t.bubble = stage_work * (o.pp - 1) / (o.virtual_stages * m);
   if (o.pp > 1) {
+    // Each boundary's message on its own link: the fill and the drain wait for every boundary's
+    // in turn; a rank's steady state sends over the slowest (interleaving adds the wrap from the
+    // last stage to the first).
     const int stride = ranks / o.pp;
-    const strata::Link& link = stride >= c.per_node ? c.inter : c.intra;
-    const double send =
-        link.latency_us * 1e-6 + act / (o.sp ? o.tp : 1) / (link.bandwidth_gbs * 1e9);
-    t.pp.comm = 2 * m * o.virtual_stages * send + pp_calls * wait;
-    t.pp.exposed = pp_calls * (send + wait);
+    auto send = [&](int from, int to) {
+      const strata::Link& l = stages_apart(from, to, stride, c.per_node) ? c.inter : c.intra;
+      return l.latency_us * 1e-6 + act / (o.sp ? o.tp : 1) / (l.bandwidth_gbs * 1e9);
+    };
+    double fill = 0, slowest = o.virtual_stages > 1 ? send(o.pp - 1, 0) : 0;
+    for (int b = 0; b + 1 < o.pp; ++b) {
+      const double one = send(b, b + 1);
+      fill += one, slowest = std::max(slowest, one);
+    }
+    t.pp.comm = 2 * m * o.virtual_stages * slowest + pp_calls * wait;
+    t.pp.exposed = 2 * fill + pp_calls * wait;
   }
   // DP (over cp x dp, as the engine): gradients reduced behind the last micro-batch's backward
   // (ZeRO 0-2), parameters gathered behind the next step's first forward (1-2). ZeRO-3 holds no

@@ -190,13 +190,16 @@ TEST(EstimateCost, NamesTheChoiceAndRefusesUnknownCollectives) {
   EXPECT_THROW(strata::estimate_cost("all_reduce", two, 8), strata::Error);
 }
 
-// A calibration file round-trips, and one that does not parse is named with its line.
+// A calibration file round-trips, with the small-matrix curve its rate was fitted under (a plan
+// that measured the curve again would see a rate the fit never gave), and one that does not
+// parse is named with its line.
 TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
   const std::string path = testing::TempDir() + "/calibration.txt";
-  plan::Calibration k{1.5e11, 9, 0.7, 2.5, 12, 300, 0.5, 0.2, 3.25};
+  plan::Calibration k{1.5e11, 11, 9, 0.7, 2.5, 12, 300, 0.5, 0.2, 3.25};
   plan::save(k, path);
   const plan::Calibration back = plan::load(path);
   EXPECT_EQ(back.flops, k.flops);
+  EXPECT_EQ(back.rows_half, k.rows_half);
   EXPECT_EQ(back.intra_gbs, k.intra_gbs);
   EXPECT_EQ(back.inter_us, k.inter_us);
   EXPECT_EQ(back.wait_us, k.wait_us);
@@ -204,11 +207,13 @@ TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
   plan::ClusterSpec c = plan::cluster_of("2x8", "h100", Precision::bf16_mixed);
   plan::apply(back, c);
   EXPECT_EQ(c.flops, 1.5e11);
+  EXPECT_EQ(c.rows_half, 11);
   EXPECT_EQ(c.inter.bandwidth_gbs, 2.5);
   EXPECT_EQ(c.overlap_s_per_gb, 3.25);
-  k.overlap_s_per_gb = 0;  // one node's fit leaves it out
+  k.overlap_s_per_gb = 0, k.rows_half = 0;  // one node's fit; no curve (GPUs)
   plan::save(k, path);
   EXPECT_EQ(plan::load(path).overlap_s_per_gb, 0);
+  EXPECT_EQ(plan::load(path).rows_half, 0);
   { std::ofstream(path) << "flops = 1e12\nintra_gbs = fast\n"; }
   try {
     plan::load(path);
@@ -318,6 +323,34 @@ TEST(Planner, SmallMatricesSharedCoresWaitsAndSplitSequencesAreWhatTheModelSays)
   two = plan::cluster_of("1x4", "h100", Precision::fp32);
   two.flops = 1e11, two.rows_half = 0, two.cores = 2, two.overlap_s_per_gb = 2;  // one node
   EXPECT_DOUBLE_EQ(plan::estimate(dp4, two, Precision::fp32).time.compute, 2 * flops / 1e11);
+}
+
+// A pipeline's messages cross the network only at the boundaries whose stages sit on different
+// nodes, and the fill and the drain wait for each boundary's in turn: on two nodes of four, pp2's
+// one boundary crosses, pp4's middle one of three does; on one node of eight none does.
+TEST(Planner, APipelineWaitsForTheNetworkOnlyWhereItsStagesCrossNodes) {
+  plan::ClusterSpec two = plan::cluster_of("2x4", "h100", Precision::fp32);
+  two.wait_us = 0;
+  auto layout = [](const std::string& name) {
+    gpt::TrainOptions base;
+    base.model = plan::model_preset("small").config;
+    base.global_batch = 32, base.micro_batches = 4;
+    return gpt::layout_from_name(name, base, 8);
+  };
+  // A micro-batch's activation: its sequences on a data rank, 128 positions of 192, fp32.
+  auto send = [](const strata::Link& l, double sequences) {
+    return l.latency_us * 1e-6 + sequences * 128 * 192 * 4 / (l.bandwidth_gbs * 1e9);
+  };
+  const plan::Time pp4 = plan::estimate(layout("pp4.dp2"), two, Precision::fp32).time;
+  EXPECT_NEAR(pp4.pp.exposed, 2 * (2 * send(two.intra, 4) + send(two.inter, 4)), 1e-15);
+  EXPECT_NEAR(pp4.pp.comm, 2 * 4 * send(two.inter, 4), 1e-15);
+  const plan::Time pp2 = plan::estimate(layout("pp2.dp4"), two, Precision::fp32).time;
+  EXPECT_NEAR(pp2.pp.exposed, 2 * send(two.inter, 2), 1e-15);
+  const plan::ClusterSpec one = plan::cluster_of("1x8", "h100", Precision::fp32);
+  ASSERT_EQ(one.wait_us, 0);
+  const plan::Time in_node = plan::estimate(layout("pp4.dp2"), one, Precision::fp32).time;
+  EXPECT_NEAR(in_node.pp.exposed, 2 * 3 * send(one.intra, 4), 1e-15);
+  EXPECT_NEAR(in_node.pp.comm, 2 * 4 * send(one.intra, 4), 1e-15);
 }
 
 // ZeRO-3 gathers each unit as often as the trainer's formula counts for the schedule: GPipe's
