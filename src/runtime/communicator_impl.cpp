@@ -60,7 +60,7 @@ Communicator::Impl::~Impl() {
   // First, while the members its operations use are still here, and on this thread: a Work
   // that polls the queue may keep it alive, and its progress thread must not outlive them or
   // end up owning the queue (which it cannot destroy on itself).
-  if (queue_) queue_->close();
+  queue_->close();
 }
 
 const algo::Algorithm& Communicator::Impl::choose(algo::Collective c, size_t bytes) {
