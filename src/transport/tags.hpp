@@ -88,8 +88,9 @@ constexpr bool is_collective(uint64_t tag) { return (tag >> 63) == 0; }
 constexpr uint64_t p2p(int src, uint32_t user_tag) {
   return kP2PBit | (uint64_t(uint32_t(src)) << kUserTagBits) | user_tag;
 }
-/// Control messages, each kind with its own always-posted receive.
-enum class Control : uint32_t { notice = 0, query = 1, answer = 2 };
+/// Control messages, each kind with its own always-posted receive (but a goodbye, received only
+/// when a communicator closes: ucx/worker_close.cpp).
+enum class Control : uint32_t { notice = 0, query = 1, answer = 2, goodbye = 3 };
 constexpr uint64_t control(int src, Control kind) { return p2p(src, uint32_t(kind)) | kControlBit; }
 constexpr int source_of_p2p(uint64_t tag) { return int((tag & kSourceBits) >> kUserTagBits); }
 

@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "base/config.hpp"
-#include "base/log.hpp"
 #include "bootstrap/await_rank.hpp"
 #include "transport/calls/call_bits.hpp"
 #include "transport/tags.hpp"
@@ -38,6 +37,7 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
                bool one_node, const ErrorContext& where, std::chrono::milliseconds timeout)
     : rank_(rank),
       size_(size),
+      one_node_(one_node),
       context_(Context::get(scope(one_node, one_node ? std::string() : store.local_address()))),
       eps_(size, nullptr),
       where_(where) {
@@ -101,54 +101,6 @@ Worker::Worker(Store& store, int rank, int size, const std::vector<bool>& networ
       fail_setup(w, "ucp_ep_create: " + status_text(s));
     }
   }
-}
-
-Worker::~Worker() {
-  // Flush and close every endpoint, bounded: a peer that is already gone must not hold us here.
-  auto until = Clock::now() + std::chrono::seconds(2);
-  // A failed group's wait gave up its transfers under way; give them a second to end here, so
-  // that none is left for ucp_worker_destroy (a dead peer's are purged with its endpoint).
-  for (void* h : posted_) ucp_request_cancel(worker_, h);
-  while (Clock::now() < until - std::chrono::seconds(1) &&
-         std::any_of(posted_.begin(), posted_.end(),
-                     [](void* h) { return ucp_request_check_status(h) == UCS_INPROGRESS; }))
-    ucp_worker_progress(worker_);
-  for (void* h : std::exchange(posted_, {})) ucp_request_free(h);
-  for (void*& request :
-       {std::ref(notice_request_), std::ref(query_request_), std::ref(answer_request_)}) {
-    if (!request) continue;
-    ucp_request_cancel(worker_, request);
-    while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < until)
-      ucp_worker_progress(worker_);
-    ucp_request_free(request);
-    request = nullptr;
-  }
-  for (auto& o : outgoing_) {
-    if (o.request) ucp_request_free(o.request);  // UCX releases one still in flight
-  }
-  // After a failure, flushing towards a dead peer can only time out: close at once.
-  const bool force = failed_.load();
-  std::vector<void*> closing;
-  for (ucp_ep_h ep : eps_) {
-    if (!ep) continue;
-    ucp_request_param_t p{};
-    if (force) {
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    }
-    void* r = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
-  }
-  for (void* r : closing) {
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) progress();
-    if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-      STRATA_LOG(WARN, "NET") << "endpoint close did not finish in 2 s; forcing";
-    }
-    ucp_request_free(r);
-  }
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (worker_) ucp_worker_destroy(worker_);
 }
 
 // ---- Messages ---------------------------------------------------------------------------------

@@ -96,6 +96,10 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   /// Sends a control message of `bytes` (<= kControlBytes) from one of the outgoing slots.
   bool send_control(int peer, transport::tags::Control kind, const void* data, size_t bytes);
   bool post_control_receive(transport::tags::Control kind);
+  /// Tells every peer that this rank is leaving and waits, until `until`, to hear the same from
+  /// them: which peers' endpoints can close without a flush (worker_close.cpp). Goodbyes not yet
+  /// heard stay posted in goodbyes_.
+  std::vector<bool> part(Clock::time_point until);
   /// The watchdog says the current operation cannot complete (a peer died, an abort).
   bool group_failed();
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -106,6 +110,7 @@ class Worker final : public transport::Transport, public transport::CallCheck {
 
   int rank_;
   int size_;
+  bool one_node_;
   ucp_worker_h worker_ = nullptr;
   std::shared_ptr<Context> context_;
   std::vector<ucp_ep_h> eps_;
@@ -148,7 +153,9 @@ class Worker final : public transport::Transport, public transport::CallCheck {
   // A notice went out or a collective's wait failed: the group is broken; close endpoints
   // without flushing.
   std::atomic<bool> failed_{false};
-  std::vector<void*> posted_;  // the collective's requests not yet released (isend, irecv)
+  std::vector<void*> goodbyes_;      // receives of the peers' goodbyes, while this worker closes
+  std::vector<uint8_t> goodbye_in_;  // ... and their buffers
+  std::vector<void*> posted_;        // the collective's requests not yet released (isend, irecv)
   std::vector<std::pair<Worker*, int>> error_args_;  // (this, peer) for each endpoint's handler
 };
 

@@ -1,7 +1,8 @@
 // The worker's failure channel and its sleep: UCX's endpoint errors, the failure and mismatch
 // notices ranks send each other on the control receives always posted (tags::Control), and
 // progress with sleeping on the worker's event fd. The rest of the worker: worker.cpp (setup and
-// messages), worker_calls.cpp (comparing calls), worker_wait.cpp (waits).
+// messages), worker_calls.cpp (comparing calls), worker_wait.cpp (waits), worker_close.cpp
+// (leaving).
 #include <sys/epoll.h>
 #include <unistd.h>
 

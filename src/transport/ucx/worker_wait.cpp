@@ -1,6 +1,7 @@
 // The worker's waits: completing a collective's requests within its deadline, asking a silent
 // peer for its call, and giving up transfers when the collective or the group fails. The rest of
-// the worker: worker.cpp (setup and messages), worker_calls.cpp, worker_notices.cpp.
+// the worker: worker.cpp (setup and messages), worker_calls.cpp, worker_notices.cpp,
+// worker_close.cpp.
 #include <sched.h>
 
 #include <algorithm>
