@@ -98,7 +98,7 @@ std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_
   return runs;
 }
 
-Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
+Measured run_layout(const Request& r, const Candidate& c, const Runner& how, int round) {
   Measured m;
   if (r.model.config.vocab != 65) {
     m.error = "strata-gpt trains the bundled corpus (vocabulary 65), not " +
@@ -112,7 +112,8 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   std::string launcher = how.launcher;
   const size_t at = launcher.find("{ranks}");
   if (at != std::string::npos) launcher.replace(at, 7, std::to_string(r.cluster.devices()));
-  const std::string base = how.workdir + "/" + c.name;
+  const std::string base =
+      how.workdir + "/" + c.name + (how.rounds > 1 ? ".r" + std::to_string(round) : "");
   const std::string cmd = launcher + " " + how.gpt + flags(r, c.layout, base + ".json", how.steps) +
                           " > " + base + ".log 2>&1";
   std::remove((base + ".json").c_str());
@@ -162,13 +163,26 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how) {
   std::sort(steps.begin(), steps.end(),
             [](const Step& a, const Step& b) { return a.seconds < b.seconds; });
   const Step& median = steps[steps.size() / 2];
-  m.step = median.seconds;
+  m.step = m.step_min = m.step_max = median.seconds;
   m.bubble = std::isnan(median.bubble) ? 0 : median.bubble * median.seconds;
   for (int a = 0; a < 5; ++a) {
     m.comm[a] = std::isnan(median.comm[a]) ? 0 : median.comm[a];
     m.exposed[a] = std::isnan(median.exposed[a]) ? 0 : median.exposed[a];
     m.bytes[a] = std::isnan(median.bytes[a]) ? 0 : median.bytes[a];
   }
+  return m;
+}
+
+Measured middle_round(const std::vector<Measured>& rounds) {
+  std::vector<const Measured*> ok;
+  for (const Measured& m : rounds) {
+    if (m.error.empty()) ok.push_back(&m);
+  }
+  if (ok.empty()) return rounds.empty() ? Measured{.error = "no round ran"} : rounds.front();
+  std::sort(ok.begin(), ok.end(), [](auto* a, auto* b) { return a->step < b->step; });
+  Measured m = *ok[(ok.size() - 1) / 2];
+  m.rounds = int(ok.size());
+  m.step_min = ok.front()->step, m.step_max = ok.back()->step;
   return m;
 }
 
@@ -306,7 +320,14 @@ std::string check_table(const std::vector<Candidate>& ran, const std::vector<Mea
                   exposed * 1e3, t.bubble * 1e3, m.bubble * 1e3,
                   c.estimate.memory.activations / 1e6, m.activations / 1e6,
                   bytes_verdict(c.estimate.bytes, m).c_str());
-    o << line;
+    std::string row = line;
+    if (m.rounds > 1) {  // the steps' range beside the bytes' verdict
+      char range[64];
+      std::snprintf(range, sizeof range, "  (%d rounds, %.1f-%.1f ms)", m.rounds, m.step_min * 1e3,
+                    m.step_max * 1e3);
+      row.insert(row.size() - 1, range);
+    }
+    o << row;
   }
   return o.str();
 }

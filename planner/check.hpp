@@ -11,19 +11,23 @@
 namespace plan {
 
 /// What one strata-gpt run measured: the median step after the first, each axis's comm and
-/// exposed seconds and rank 0's bytes (tp, pp, dp, ep, cp) of that step, and rank 0's memory.
+/// exposed seconds and rank 0's bytes (tp, pp, dp, ep, cp) of that step, and rank 0's memory;
+/// over several rounds, the middle round's, with the range of the rounds' steps.
 struct Measured {
   double step = 0, bubble = 0;
+  int rounds = 1;
+  double step_min = 0, step_max = 0;
   double comm[5] = {}, exposed[5] = {}, bytes[5] = {};
   double params = 0, grads = 0, optimizer = 0, activations = 0;
   std::string error;  ///< why the run gave nothing (its exit, a missing figure); empty when it did
 };
 
 /// How to run a layout: strata-gpt's path, the launcher ("{ranks}" becomes the world size; the
-/// command follows it), steps per run, and a folder for the runs' JSON and logs.
+/// command follows it), steps per run, runs per layout (rounds, the layouts in turn in each), and
+/// a folder for the runs' JSON and logs.
 struct Runner {
   std::string gpt, launcher, workdir;
-  int steps = 6;
+  int steps = 6, rounds = 1;
 };
 
 /// The layouts --check runs from `ranked` (plan()'s order), up to `n`: the top-ranked; the best
@@ -32,8 +36,12 @@ struct Runner {
 /// mesh shapes; and then the slowest that fits, as a control.
 std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_t n);
 
-/// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus).
-Measured run_layout(const Request& r, const Candidate& c, const Runner& how);
+/// Runs candidate `c` of `r` (a model strata-gpt trains: vocabulary 65, the bundled corpus), as
+/// round `round` of how.rounds (its files are NAME.rK.json and .log when there are several).
+Measured run_layout(const Request& r, const Candidate& c, const Runner& how, int round = 1);
+/// A layout's rounds as one: the round whose step is the middle one (the faster of two), so that
+/// its figures stay one run's, with the range of the steps; an error only if no round measured.
+Measured middle_round(const std::vector<Measured>& rounds);
 
 /// The figures a calibration replaces: the sustained compute rate with the small-matrix curve it
 /// was fitted under (a plan measuring that curve again would move the fitted rate by its noise),

@@ -53,6 +53,8 @@ checking (models strata-gpt trains: vocabulary 65):
   --launcher CMD      how to start a run; {ranks} is the world size (default: strata-run -n
                       {ranks}; for emulated nodes: tools/strata-cluster --nodes N ... --)
   --steps S           steps per run (default 6; the median after the first counts)
+  --rounds R          runs per layout, the layouts in turn in each round; the middle
+                      round counts and the table shows the range (default 1)
   --workdir DIR       the runs' JSON and logs (default strata-plan-check)
 )";
 
@@ -89,16 +91,25 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   how.launcher = a.count("--launcher") ? a["--launcher"] : bin + "strata-run -n {ranks}";
   how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
   how.steps = a.count("--steps") ? count("--steps", a["--steps"]) : 6;
+  how.rounds = a.count("--rounds") ? count("--rounds", a["--rounds"]) : 1;
   std::filesystem::create_directories(how.workdir);
   const std::vector<plan::Candidate> ran =
       plan::runs_to_check(ranked, size_t(count("--check", a["--check"])));
-  std::vector<plan::Measured> measured;
-  for (const plan::Candidate& c : ran) {
-    std::fprintf(stderr, "strata-plan: running %s\n", c.name.c_str());
-    measured.push_back(plan::run_layout(r, c, how));
+  // Rounds take the layouts in turn, so that a slow spell of a shared machine falls on all.
+  std::vector<std::vector<plan::Measured>> rounds(ran.size());
+  for (int k = 1; k <= how.rounds; ++k) {
+    for (size_t i = 0; i < ran.size(); ++i) {
+      std::fprintf(stderr, "strata-plan: running %s (round %d of %d)\n", ran[i].name.c_str(), k,
+                   how.rounds);
+      rounds[i].push_back(plan::run_layout(r, ran[i], how, k));
+    }
   }
-  std::printf("\npredicted against measured (%d steps each, the median after the first):\n%s",
-              how.steps, plan::check_table(ran, measured).c_str());
+  std::vector<plan::Measured> measured;
+  for (const auto& runs : rounds) measured.push_back(plan::middle_round(runs));
+  std::printf(
+      "\npredicted against measured (%d steps each, the median after the first; %d round%s):\n%s",
+      how.steps, how.rounds, how.rounds > 1 ? "s, the middle one" : "",
+      plan::check_table(ran, measured).c_str());
   if (!a.count("--calibrate")) return;
   const plan::Calibration k = plan::fit(r, ran, measured);
   plan::save(k, a["--calibrate"]);
@@ -128,7 +139,7 @@ int main(int argc, char** argv) {
       {"--flops", 1},    {"--intra-gbs", 1}, {"--inter-gbs", 1}, {"--inter-latency-us", 1},
       {"--batch", 1},    {"--precision", 1}, {"--layout", 1},    {"--top", 1},
       {"--json", 1},     {"--check", 1},     {"--calibrate", 1}, {"--calibration", 1},
-      {"--launcher", 1}, {"--steps", 1},     {"--workdir", 1}};
+      {"--launcher", 1}, {"--steps", 1},     {"--rounds", 1},    {"--workdir", 1}};
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "-h" || f == "--help") {
