@@ -332,4 +332,22 @@ std::string check_table(const std::vector<Candidate>& ran, const std::vector<Mea
   return o.str();
 }
 
+std::string ranking_verdict(const std::vector<Candidate>& ran,
+                            const std::vector<Measured>& measured) {
+  auto ok = [&](size_t i) { return measured[i].error.empty() && measured[i].step > 0; };
+  if (ran.empty() || !ok(0)) return {};
+  size_t fastest = 0;
+  for (size_t i = 1; i < ran.size(); ++i) {
+    if (ok(i) && measured[i].step < measured[fastest].step) fastest = i;
+  }
+  if (fastest == 0) return "the top-ranked, " + ran[0].name + ", measured the fastest\n";
+  char line[300];
+  std::snprintf(
+      line, sizeof line,
+      "the top-ranked, %s, measured %.0f %% slower than the fastest, %s (%.1f / %.1f ms)\n",
+      ran[0].name.c_str(), (measured[0].step / measured[fastest].step - 1) * 100,
+      ran[fastest].name.c_str(), measured[0].step * 1e3, measured[fastest].step * 1e3);
+  return line;
+}
+
 }  // namespace plan

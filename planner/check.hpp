@@ -65,5 +65,9 @@ Calibration load(const std::string& path);
 
 /// Predicted against measured, term by term, with the error of each.
 std::string check_table(const std::vector<Candidate>& ran, const std::vector<Measured>& measured);
+/// How far the top-ranked run (ran's first) measured from the fastest run, in one line; empty
+/// if the top-ranked measured nothing.
+std::string ranking_verdict(const std::vector<Candidate>& ran,
+                            const std::vector<Measured>& measured);
 
 }  // namespace plan

@@ -110,6 +110,7 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
       "\npredicted against measured (%d steps each, the median after the first; %d round%s):\n%s",
       how.steps, how.rounds, how.rounds > 1 ? "s, the middle one" : "",
       plan::check_table(ran, measured).c_str());
+  std::printf("%s", plan::ranking_verdict(ran, measured).c_str());
   if (!a.count("--calibrate")) return;
   const plan::Calibration k = plan::fit(r, ran, measured);
   plan::save(k, a["--calibrate"]);

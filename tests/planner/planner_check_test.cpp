@@ -160,3 +160,25 @@ TEST(Planner, RoundsCountTheMiddleRoundWhole) {
   EXPECT_NE(table.find(ranked.front().name), std::string::npos) << table;
   EXPECT_NE(table.find("(3 rounds, 750.0-920.0 ms)"), std::string::npos) << table;
 }
+
+// The check says in one line how far the top-ranked run measured from the fastest: the target
+// the planner is held to (docs/planner.md), read off the runs, a failed run left out.
+TEST(Planner, TheCheckSaysHowFarTheTopRankedMeasuredFromTheFastest) {
+  const std::vector<plan::Candidate> ranked =
+      plan::plan(request("tiny", "1x2", Precision::fp32, 8));
+  ASSERT_GE(ranked.size(), 3u);
+  const std::vector<plan::Candidate> ran(ranked.begin(), ranked.begin() + 3);
+  auto run = [](double step) {
+    plan::Measured m;
+    m.step = step;
+    return m;
+  };
+  plan::Measured failed;
+  failed.error = "exit 1";
+  EXPECT_EQ(plan::ranking_verdict(ran, {run(0.8), failed, run(0.9)}),
+            "the top-ranked, " + ran[0].name + ", measured the fastest\n");
+  EXPECT_EQ(plan::ranking_verdict(ran, {run(0.8), run(0.64), run(0.7)}),
+            "the top-ranked, " + ran[0].name + ", measured 25 % slower than the fastest, " +
+                ran[1].name + " (800.0 / 640.0 ms)\n");
+  EXPECT_EQ(plan::ranking_verdict(ran, {failed, run(0.64), run(0.7)}), "");
+}
