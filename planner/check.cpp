@@ -52,6 +52,9 @@ std::string bytes_verdict(const Bytes& b, const Measured& m) {
   return r.empty() ? "equal" : r;
 }
 
+// A run that measured a step: what a calibration, a round and the verdict count.
+bool measured_step(const Measured& m) { return m.error.empty() && m.step > 0; }
+
 }  // namespace
 
 std::vector<Candidate> runs_to_check(const std::vector<Candidate>& ranked, size_t n) {
@@ -176,7 +179,7 @@ Measured run_layout(const Request& r, const Candidate& c, const Runner& how, int
 Measured middle_round(const std::vector<Measured>& rounds) {
   std::vector<const Measured*> ok;
   for (const Measured& m : rounds) {
-    if (m.error.empty()) ok.push_back(&m);
+    if (measured_step(m)) ok.push_back(&m);
   }
   if (ok.empty()) return rounds.empty() ? Measured{.error = "no round ran"} : rounds.front();
   std::sort(ok.begin(), ok.end(), [](auto* a, auto* b) { return a->step < b->step; });
@@ -195,7 +198,7 @@ Calibration fit(const Request& r, const std::vector<Candidate>& ran,
   // and a fit that may lower the link's bandwidth to say so inflates every byte-bound term.
   std::vector<size_t> ok;
   for (size_t i = 0; i < ran.size(); ++i) {
-    if (measured[i].error.empty() && measured[i].step > 0) ok.push_back(i);
+    if (measured_step(measured[i])) ok.push_back(i);
   }
   if (ok.empty()) throw std::runtime_error("no run measured anything to calibrate from");
   ClusterSpec c = r.cluster;
@@ -334,7 +337,7 @@ std::string check_table(const std::vector<Candidate>& ran, const std::vector<Mea
 
 std::string ranking_verdict(const std::vector<Candidate>& ran,
                             const std::vector<Measured>& measured) {
-  auto ok = [&](size_t i) { return measured[i].error.empty() && measured[i].step > 0; };
+  auto ok = [&](size_t i) { return measured_step(measured[i]); };
   if (ran.empty() || !ok(0)) return {};
   size_t fastest = 0;
   for (size_t i = 1; i < ran.size(); ++i) {

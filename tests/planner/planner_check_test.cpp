@@ -10,7 +10,6 @@
 #include "plan.hpp"
 #include "request.hpp"
 #include "strata/cost.hpp"
-#include "validate/layout_formulas.hpp"
 
 namespace {
 

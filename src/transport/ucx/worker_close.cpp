@@ -2,7 +2,7 @@
 // flush. Closing an endpoint with a flush needs the peer's worker to answer; over TCP a peer that
 // left first answers with a broken connection, and UCX logged "error during flush: Endpoint
 // timeout" at every clean exit of a job over more than one node (10 such lines from a 2 x 4
-// strata-perf run, 30-90 from strata-gpt). A peer that said goodbye has ended every operation of
+// strata-perf run, 26-91 from strata-gpt). A peer that said goodbye has ended every operation of
 // this communicator, so nothing this rank sends it is still needed and its endpoint closes at
 // once; the others still get their flush. On one node UCX keeps to shared memory, whose flush
 // needs no answer: no goodbyes there.
