@@ -56,6 +56,7 @@ checking (models strata-gpt trains: vocabulary 65):
   --rounds R          runs per layout, the layouts in turn in each round; the middle
                       round counts and the table shows the range (default 1)
   --workdir DIR       the runs' JSON and logs (default strata-plan-check)
+                      (--calibrate, --launcher, --steps, --rounds, --workdir: with --check)
 )";
 
 [[noreturn]] void bad(const std::string& why) {
@@ -150,6 +151,13 @@ int main(int argc, char** argv) {
     if (!known.count(f)) bad("unknown option '" + f + "' (--help lists them)");
     if (i + 1 >= argc) bad(f + " needs a value");
     a[f] = argv[++i];
+  }
+  // What only --check uses: named and its counts read before anything is measured or planned.
+  for (const char* f : {"--steps", "--rounds", "--launcher", "--workdir", "--calibrate"}) {
+    if (a.count(f) && !a.count("--check")) bad(std::string(f) + " needs --check (it runs layouts)");
+  }
+  for (const char* f : {"--check", "--steps", "--rounds"}) {
+    if (a.count(f)) count(f, a[f]);
   }
   try {
     plan::Request r;
