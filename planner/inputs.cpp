@@ -70,6 +70,7 @@ ClusterSpec gpu_cluster(const DeviceKind& d, int nodes, int per_node, Precision 
 // FLOP/s of one core running the trainer's matrix product on N rows of a transformer block's
 // width (512 to 2048).
 double measured_flops(int N) {
+  gpt::default_blas_threads();  // a rank's threads (1), not OpenBLAS's default of every core
   const int C = 512, OC = 2048, reps = 2048 / N;
   std::vector<float> in(size_t(N) * C, 0.5f), w(size_t(OC) * C, 0.25f), out(size_t(N) * OC);
   double best = 1e30;

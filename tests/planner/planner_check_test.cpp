@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 
 #include "check.hpp"
+#include "model/gpt_model.hpp"
 #include "plan.hpp"
 #include "request.hpp"
 #include "strata/cost.hpp"
@@ -50,6 +52,17 @@ TEST(Planner, ACalibrationFileRoundTripsAndABadOneIsNamed) {
     EXPECT_NE(std::string(e.what()).find("line 2: 'intra_gbs = fast'"), std::string::npos)
         << e.what();
   }
+}
+
+// The live rate is a rank's: measured on the threads a trainer rank runs OpenBLAS with (one, or
+// STRATA_GPT_BLAS_THREADS), not OpenBLAS's default of every core, which read 1.5x a rank's rate
+// on two vCPUs.
+TEST(Planner, TheLiveRateIsMeasuredOnARanksThreads) {
+  const char* env = std::getenv("STRATA_GPT_BLAS_THREADS");
+  const int rank_threads = env && *env ? std::atoi(env) : 1;
+  const plan::ClusterSpec c = plan::cluster_of("1x2", "cpu", Precision::fp32);
+  EXPECT_GT(c.flops, 0);
+  EXPECT_EQ(gpt::blas_threads(), rank_threads);
 }
 
 // A strata-perf --json run gives the cluster it ran on and the link it crossed: rows made by the

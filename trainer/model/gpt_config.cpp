@@ -138,7 +138,6 @@ int blas_threads() { return openblas_get_num_threads(); }
 // openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64".
 std::string blas_config() { return openblas_get_config(); }
 
-namespace internal {
 void default_blas_threads() {
   if (g_blas_threads_set) return;
   int n = 1;
@@ -151,6 +150,5 @@ void default_blas_threads() {
   }
   set_blas_threads(n);
 }
-}  // namespace internal
 
 }  // namespace gpt

@@ -65,6 +65,9 @@ std::vector<float> init_tensor(const Config& c, uint64_t seed, size_t t);
 /// Threads OpenBLAS may use in this process. Without a call, the first Model constructed sets
 /// STRATA_GPT_BLAS_THREADS if that is set, else 1 (one thread per rank: ranks share the cores).
 void set_blas_threads(int n);
+/// Sets OpenBLAS to a rank's threads as the first Model does (STRATA_GPT_BLAS_THREADS, else 1)
+/// unless set_blas_threads was called: for what times the trainer's products outside a Model.
+void default_blas_threads();
 /// Threads OpenBLAS uses now.
 int blas_threads();
 /// The BLAS library's own description: version, build options and the kernels it chose.

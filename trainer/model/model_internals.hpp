@@ -50,10 +50,6 @@ inline void check_config(const Config& c) {
                                 ")");
 }
 
-/// Sets OpenBLAS to STRATA_GPT_BLAS_THREADS threads (default 1) unless set_blas_threads was
-/// called.
-void default_blas_threads();
-
 // The sizes one rank computes with. Under tensor parallelism attention heads, MLP units and the
 // vocabulary are this rank's share; under sequence parallelism the LayerNorm and residual
 // regions hold `Nl` of the `N` rows.
