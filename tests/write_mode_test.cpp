@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -35,15 +36,18 @@ std::vector<WriteMode> cat(std::vector<WriteMode> a, const std::vector<WriteMode
 
 }  // namespace
 
-TEST(WriteModeChoice, MeasuresBothThenKeepsTheFasterAndRetriesTheOtherEvery16th) {
+// Each mode runs twice in a row and only the second is timed: the first after a switch pays for
+// it. Retries are two operations long too.
+TEST(WriteModeChoice, MeasuresEachModeTwiceThenKeepsTheFasterAndRetriesTheOtherEvery32nd) {
   WriteModeChoice c;
   // Operation 0 is not timed: were its figure (the caller's buffers faulting in) counted,
-  // ordinary would never be preferred here.
-  EXPECT_EQ(c.next(), O);
-  c.record(1.0);
-  const auto modes = run(c, 32, [](WriteMode s) { return s == O ? 1e-10 : 3e-10; });
-  // Operations 1..32: streaming, ordinary (measured once each), then ordinary but for 16, 32.
-  const auto want = cat(cat(cat({S, O}, repeat(O, 13)), cat({S}, repeat(O, 15))), {S});
+  // streaming would be preferred here.
+  EXPECT_EQ(c.next(), S);
+  c.record(1e-12);
+  const auto modes = run(c, 65, [](WriteMode s) { return s == O ? 1e-10 : 3e-10; });
+  // Operations 1..65: streaming, ordinary twice (from 2), then ordinary but for 32-33, 64-65.
+  auto want = cat({S, O, O}, repeat(O, 28));
+  want = cat(cat(cat(want, {S, S}), repeat(O, 30)), {S, S});
   EXPECT_EQ(modes, want);
   EXPECT_EQ(c.preferred(), O);
 }
@@ -59,6 +63,22 @@ TEST(WriteModeChoice, SwitchesOnceThePreferredModeStaysSlow) {
   EXPECT_EQ(modes, std::vector<WriteMode>({O, O, O, S, S}));
 }
 
+// The operation just after a switch is not timed: on 2 cores with 4 ranks the first
+// single-copy all-to-all after staged ones took twice as long as the next. Here a switch to
+// single copy costs 3x and one to a staged mode 0.1x: timed, either would make ordinary win.
+TEST(WriteModeChoice, TheFirstOperationAfterASwitchIsNotTimed) {
+  WriteModeChoice c;
+  WriteMode last = O;
+  auto cost = [&](WriteMode m) {
+    const double base = m == C ? 1e-10 : 2e-10;
+    const double t = m == last ? base : base * (m == C ? 3 : 0.1);
+    last = m;
+    return t;
+  };
+  const auto modes = run(c, 8, cost, true);
+  EXPECT_EQ(modes, std::vector<WriteMode>({S, S, O, O, C, C, C, C}));
+}
+
 // A single operation slowed by the host (a preemption: 10x) does not move the choice: on the
 // Intel host at 1 MiB such samples sent over a third of the operations to modes 2x slower.
 TEST(WriteModeChoice, IgnoresOneSlowOperation) {
@@ -68,10 +88,10 @@ TEST(WriteModeChoice, IgnoresOneSlowOperation) {
     const double base = s == C ? 1e-10 : 2e-10;
     return ++op % 5 == 0 ? 10 * base : base;  // every fifth operation preempted
   };
-  const auto modes = run(c, 64, cost, true);  // operations 0..63
-  // Measuring (0..3), then single copy but for the retries at 16, 32 and 48.
-  std::vector<WriteMode> want = {O, S, O, C};
-  for (int i = 4; i < 64; ++i) want.push_back(i == 16 || i == 48 ? S : i == 32 ? O : C);
+  const auto modes = run(c, 96, cost, true);  // operations 0..95
+  // Measuring (0..5), then single copy but for the retries at 32-33 and 64-65.
+  std::vector<WriteMode> want = {S, S, O, O, C, C};
+  for (int i = 6; i < 96; ++i) want.push_back(i / 2 == 16 ? S : i / 2 == 32 ? O : C);
   EXPECT_EQ(modes, want);
 }
 
@@ -79,12 +99,12 @@ TEST(WriteModeChoice, NoticesTheOtherModeHasBecomeFasterAtTheNextRetry) {
   WriteModeChoice c;
   bool near = false;
   auto cost = [&](WriteMode s) { return s == S ? 2e-10 : (near ? 1e-10 : 4e-10); };
-  run(c, 5, cost);  // operations 0..4: streaming preferred from 3 on
+  run(c, 6, cost);  // operations 0..5: streaming preferred from 4 on
   EXPECT_EQ(c.preferred(), S);
   near = true;                          // ordinary is now faster, but only a retry can see it
-  const auto modes = run(c, 13, cost);  // operations 5..17
-  // Operation 16 retries ordinary; its figure replaces the stale one and ordinary wins at once.
-  EXPECT_EQ(modes, cat(cat(repeat(S, 11), {O}), {O}));
+  const auto modes = run(c, 30, cost);  // operations 6..35
+  // Operations 32-33 retry ordinary; 33's figure replaces the stale one and ordinary wins.
+  EXPECT_EQ(modes, cat(repeat(S, 26), repeat(O, 4)));
 }
 
 TEST(WriteModeChoice, MeasuresSingleCopyOnceOfferedAndRetriesTheOthersInTurn) {
@@ -92,12 +112,12 @@ TEST(WriteModeChoice, MeasuresSingleCopyOnceOfferedAndRetriesTheOthersInTurn) {
   auto cost = [](WriteMode m) { return m == C ? 1e-10 : m == O ? 2e-10 : 3e-10; };
   // Not offered at first (the peers have not all said they may read this process): the
   // staging modes alone.
-  EXPECT_EQ(run(c, 4, cost), std::vector<WriteMode>({O, S, O, O}));
+  EXPECT_EQ(run(c, 6, cost), std::vector<WriteMode>({S, S, O, O, O, O}));
   EXPECT_EQ(c.preferred(true), O);  // offered but never measured
-  // Offered from operation 4: measured at once, then preferred; retries at 16 and 32 take the
-  // two others in turn (streaming at 16 = 1 x 16, ordinary at 32).
-  const auto modes = run(c, 29, cost, true);  // operations 4..32
-  const auto want = cat(cat(cat({C}, repeat(C, 11)), cat({S}, repeat(C, 15))), {O});
+  // Offered from operation 6: measured at once (twice: 6 is a switch), then preferred; retries
+  // at 32-33 and 64-65 take the two others in turn (streaming at 32 = 1 x 32, ordinary at 64).
+  const auto modes = run(c, 60, cost, true);  // operations 6..65
+  const auto want = cat(cat(cat(repeat(C, 26), {S, S}), repeat(C, 30)), {O, O});
   EXPECT_EQ(modes, want);
   EXPECT_EQ(c.preferred(true), C);
   // No longer offered: never chosen, whatever it measured.
@@ -108,9 +128,29 @@ TEST(WriteModeChoice, MeasuresSingleCopyOnceOfferedAndRetriesTheOthersInTurn) {
 TEST(WriteModeChoice, KeepsStagingWhereSingleCopyIsSlower) {
   WriteModeChoice c;
   auto cost = [](WriteMode m) { return m == C ? 5e-10 : m == O ? 1e-10 : 3e-10; };
-  const auto modes = run(c, 17, cost, true);  // operations 0..16
-  EXPECT_EQ(modes, cat(cat({O, S, O, C}, repeat(O, 12)), {C}));
+  const auto modes = run(c, 34, cost, true);  // operations 0..33
+  EXPECT_EQ(modes, cat(cat({S, S, O, O, C, C}, repeat(O, 26)), {C, C}));
   EXPECT_EQ(c.preferred(true), O);
+}
+
+// Ranks that each followed their own timings mixed modes in one operation (n = 4 on 2 cores:
+// two ranks single copy, two ordinary) and timed the mixture. A group's followers run the mode
+// the leader publishes, trials included, whatever their own timings say.
+TEST(WriteModeChoice, AGroupRunsItsLeadersModesInStep) {
+  std::atomic<uint8_t> led{0};
+  const shm::GroupChoice leads{&led, true}, follows{&led, false};
+  WriteModeChoice leader, follower;
+  for (int op = 0; op < 70; ++op) {
+    const WriteMode l = leader.next(true, leads), f = follower.next(true, follows);
+    EXPECT_EQ(f, l) << op;
+    leader.record(l == C ? 1e-10 : 2e-10, leads);      // the leader finds single copy faster,
+    follower.record(l == O ? 1e-10 : 2e-10, follows);  // the follower ordinary stores
+  }
+  EXPECT_EQ(leader.preferred(true), C);
+  EXPECT_EQ(follower.preferred(true), O);  // its own, which it does not follow
+  EXPECT_EQ(led.load(), 1 + int(C));
+  // A leader's choice this rank is not offered (single copy) is not followed.
+  EXPECT_EQ(follower.next(false, follows), O);
 }
 
 TEST(StagingCopy, SingleCopyStagesNothingAndIsForcedOnlyWhereOffered) {
@@ -129,7 +169,7 @@ TEST(StagingCopy, SingleCopyStagesNothingAndIsForcedOnlyWhereOffered) {
   refused.done();
   // Forced, even below the sizes that are learned; and nothing was learned.
   EXPECT_EQ(shm::StagingCopy(&c, 100, false, true, ShmWriteMode::single_copy).mode(), C);
-  EXPECT_EQ(c.at(n, false)->next(true), O);  // the class's operation 0
+  EXPECT_EQ(c.at(n, false)->next(true), S);  // the class's operation 0
 }
 
 // Broadcast's root has no choices: ordinary stores, never timed, unless a mode is forced.
@@ -158,11 +198,11 @@ TEST(StagingCopy, ForcedModesAreNeitherLearnedNorTimed) {
     EXPECT_EQ(c.at(n, false)->preferred(), O);
     std::vector<WriteMode> first;
     for (int i = 0; i < 3; ++i) first.push_back(c.at(n, false)->next());
-    EXPECT_EQ(first, std::vector<WriteMode>({O, S, O}));
+    EXPECT_EQ(first, std::vector<WriteMode>({S, S, O}));
   }
 }
 
-TEST(SizedWriteModeChoice, LearnsFrom64KiBPerFactorOf4From4MiBOversubscribed) {
+TEST(SizedWriteModeChoice, LearnsFrom64KiBPerFactorOf4From256KiBOversubscribed) {
   shm::SizedWriteModeChoice c;
   const size_t K = 1024, M = K * K;
   EXPECT_EQ(c.at(64 * K - 1, false), nullptr);
@@ -178,10 +218,15 @@ TEST(SizedWriteModeChoice, LearnsFrom64KiBPerFactorOf4From4MiBOversubscribed) {
     }
   }
   EXPECT_EQ(c.at(size_t(1) << 40, false), c.at(16 * M, false));
-  // More ranks than cores: from 4 MiB only, in the same classes.
-  EXPECT_EQ(c.at(4 * M - 1, true), nullptr);
-  EXPECT_EQ(c.at(4 * M, true), c.at(4 * M, false));
+  // More ranks than cores: from 256 KiB only, in the same classes.
+  EXPECT_EQ(c.at(256 * K - 1, true), nullptr);
+  EXPECT_EQ(c.at(256 * K, true), c.at(256 * K, false));
   EXPECT_EQ(c.at(64 * M, true), c.at(64 * M, false));
+  // Each class publishes its group's choice at its own index, after the classes before it.
+  const shm::SizedWriteModeChoice third(2 * shm::SizedWriteModeChoice::kSizeClasses);
+  EXPECT_EQ(third.led_index(64 * K), 10);
+  EXPECT_EQ(third.led_index(M), 12);
+  EXPECT_EQ(third.led_index(size_t(1) << 40), 14);
 }
 
 TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
@@ -189,7 +234,7 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
   const size_t n = 300 * 1024 + 40;  // not a whole number of vectors
   std::vector<unsigned char> src(n), dst(n);
   for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
-  for (WriteMode want : {O, S, O}) {  // untimed, then each mode measured once
+  for (WriteMode want : {S, S, O, O}) {  // each mode twice, the second timed
     std::fill(dst.begin(), dst.end(), 0);
     shm::StagingCopy copy(&c, n, false);
     EXPECT_EQ(copy.mode(), want);
@@ -198,7 +243,7 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
     EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + 1, n - 1), 0);
     EXPECT_EQ(dst[0], 0);
   }
-  // Both modes measured by real copies: operation 3 (not a retry) runs in the preferred one.
+  // Both modes measured by real copies: operation 4 (not a retry) runs in the preferred one.
   const WriteMode p = c.at(n, false)->preferred();
   EXPECT_EQ(c.at(n, false)->next(), p);
   // Below 64 KiB: ordinary stores, and no class is touched.

@@ -45,6 +45,8 @@ static_assert(sizeof(Line) == 64);
 
 /// Most staging buffers per rank (STRATA_SHM_DEPTH is clamped to it).
 constexpr int kMaxDepth = 64;
+/// Most learned choices a group shares (SlotHeader::led_modes).
+constexpr int kLedModes = 32;
 
 /// What the chunk in one staging buffer belongs to, written before `written` is published.
 struct Stamp {
@@ -75,6 +77,9 @@ struct SlotHeader {
   std::atomic<int32_t> pid{0};
   std::atomic<uint32_t> copies_peers{0};
   std::atomic<uint64_t> pid_address{0};
+  /// Rank 0's: the write mode it prefers for each learned choice, which the others follow
+  /// (write_mode.hpp, GroupChoice): 0 while it has none, else 1 + the mode.
+  std::atomic<uint8_t> led_modes[kLedModes] = {};
 };
 
 class Segment {
