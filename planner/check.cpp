@@ -337,11 +337,10 @@ std::string check_table(const std::vector<Candidate>& ran, const std::vector<Mea
 
 std::string ranking_verdict(const std::vector<Candidate>& ran,
                             const std::vector<Measured>& measured) {
-  auto ok = [&](size_t i) { return measured_step(measured[i]); };
-  if (ran.empty() || !ok(0)) return {};
+  if (ran.empty() || !measured_step(measured[0])) return {};
   size_t fastest = 0;
   for (size_t i = 1; i < ran.size(); ++i) {
-    if (ok(i) && measured[i].step < measured[fastest].step) fastest = i;
+    if (measured_step(measured[i]) && measured[i].step < measured[fastest].step) fastest = i;
   }
   if (fastest == 0) return "the top-ranked, " + ran[0].name + ", measured the fastest\n";
   char line[300];

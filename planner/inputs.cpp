@@ -67,10 +67,9 @@ ClusterSpec gpu_cluster(const DeviceKind& d, int nodes, int per_node, Precision 
   return c;
 }
 
-// FLOP/s of one core running the trainer's matrix product on N rows of a transformer block's
-// width (512 to 2048).
+// FLOP/s of the trainer's matrix product on N rows of a transformer block's width (512 to
+// 2048), on the BLAS threads the caller set.
 double measured_flops(int N) {
-  gpt::default_blas_threads();  // a rank's threads (1), not OpenBLAS's default of every core
   const int C = 512, OC = 2048, reps = 2048 / N;
   std::vector<float> in(size_t(N) * C, 0.5f), w(size_t(OC) * C, 0.25f), out(size_t(N) * OC);
   double best = 1e30;
@@ -97,6 +96,7 @@ ClusterSpec host_cluster(int nodes) {
   c.memory_bytes = memory / c.per_node;
   // The rate as rows / (rows + h) of its limit: from 32 and 512 rows, q = r32 / r512 =
   // 32 (512 + h) / (512 (32 + h)), so h = 16384 (1 - q) / (512 q - 32).
+  gpt::default_blas_threads();  // a rank's threads (1), not OpenBLAS's default of every core
   const double r512 = measured_flops(512), q = std::clamp(measured_flops(32) / r512, 0.1, 1.0);
   c.rows_half = 16384 * (1 - q) / (512 * q - 32);
   c.flops = r512 * (512 + c.rows_half) / 512;

@@ -83,9 +83,9 @@ int count(const std::string& flag, const std::string& v) {
   return int(x);
 }
 
-// --check: the layouts runs_to_check picks, run; --calibrate: refitted and saved.
-void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
-           std::map<std::string, std::string>& a, const std::string& self) {
+// How --check runs the layouts, from its options (`self`: this program's path, beside which
+// strata-gpt and strata-run lie); a bad count exits before anything is measured or planned.
+plan::Runner runner(std::map<std::string, std::string>& a, const std::string& self) {
   const std::string bin = self.substr(0, self.rfind('/') + 1);
   plan::Runner how;
   how.gpt = bin + "strata-gpt";
@@ -93,9 +93,14 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked,
   how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
   how.steps = a.count("--steps") ? count("--steps", a["--steps"]) : 6;
   how.rounds = a.count("--rounds") ? count("--rounds", a["--rounds"]) : 1;
+  return how;
+}
+
+// --check: the `checks` layouts runs_to_check picks, run; --calibrate: refitted and saved.
+void check(plan::Request r, const std::vector<plan::Candidate>& ranked, int checks,
+           const plan::Runner& how, std::map<std::string, std::string>& a) {
   std::filesystem::create_directories(how.workdir);
-  const std::vector<plan::Candidate> ran =
-      plan::runs_to_check(ranked, size_t(count("--check", a["--check"])));
+  const std::vector<plan::Candidate> ran = plan::runs_to_check(ranked, size_t(checks));
   // Rounds take the layouts in turn, so that a slow spell of a shared machine falls on all.
   std::vector<std::vector<plan::Measured>> rounds(ran.size());
   for (int k = 1; k <= how.rounds; ++k) {
@@ -156,9 +161,8 @@ int main(int argc, char** argv) {
   for (const char* f : {"--steps", "--rounds", "--launcher", "--workdir", "--calibrate"}) {
     if (a.count(f) && !a.count("--check")) bad(std::string(f) + " needs --check (it runs layouts)");
   }
-  for (const char* f : {"--check", "--steps", "--rounds"}) {
-    if (a.count(f)) count(f, a[f]);
-  }
+  const int checks = a.count("--check") ? count("--check", a["--check"]) : 0;
+  const plan::Runner how = checks ? runner(a, argv[0]) : plan::Runner{};
   try {
     plan::Request r;
     r.precision = plan::precision_from_name(a["--precision"]);
@@ -211,7 +215,7 @@ int main(int argc, char** argv) {
       }
     }
     const bool fits = !ranked.empty() && ranked.front().refusal.empty();
-    if (a.count("--check") && fits) check(r, ranked, a, argv[0]);
+    if (checks && fits) check(r, ranked, checks, how, a);
     return fits ? 0 : 1;
   } catch (const std::invalid_argument& e) {
     bad(e.what());
