@@ -157,31 +157,31 @@ TEST(StagingCopy, SingleCopyStagesNothingAndIsForcedOnlyWhereOffered) {
   const size_t n = 1 << 20;
   std::vector<unsigned char> src(64, 7), dst(64, 0);
   shm::SizedWriteModeChoice c;
-  shm::StagingCopy offered(&c, n, false, true, ShmWriteMode::single_copy);
+  shm::StagingCopy offered(&c, n, nullptr, true, ShmWriteMode::single_copy);
   EXPECT_EQ(offered.mode(), C);
   offered(dst.data(), src.data(), src.size());
   EXPECT_EQ(dst, std::vector<unsigned char>(64, 0));  // nothing staged
   offered.done();
-  shm::StagingCopy refused(&c, n, false, false, ShmWriteMode::single_copy);
+  shm::StagingCopy refused(&c, n, nullptr, false, ShmWriteMode::single_copy);
   EXPECT_EQ(refused.mode(), O);
   refused(dst.data(), src.data(), src.size());
   EXPECT_EQ(dst, src);
   refused.done();
   // Forced, even below the sizes that are learned; and nothing was learned.
-  EXPECT_EQ(shm::StagingCopy(&c, 100, false, true, ShmWriteMode::single_copy).mode(), C);
+  EXPECT_EQ(shm::StagingCopy(&c, 100, nullptr, true, ShmWriteMode::single_copy).mode(), C);
   EXPECT_EQ(c.at(n, false)->next(true), S);  // the class's operation 0
 }
 
 // Broadcast's root has no choices: ordinary stores, never timed, unless a mode is forced.
 TEST(StagingCopy, WithoutChoicesStagesWithOrdinaryStoresUnlessForced) {
   const size_t n = size_t(1) << 20;
-  EXPECT_EQ(shm::StagingCopy(nullptr, n, false, true, ShmWriteMode::learn).mode(),
+  EXPECT_EQ(shm::StagingCopy(nullptr, n, nullptr, true, ShmWriteMode::learn).mode(),
             shm::WriteMode::ordinary);
-  EXPECT_EQ(shm::StagingCopy(nullptr, n, false, true, ShmWriteMode::streaming).mode(),
+  EXPECT_EQ(shm::StagingCopy(nullptr, n, nullptr, true, ShmWriteMode::streaming).mode(),
             shm::WriteMode::streaming);
-  EXPECT_EQ(shm::StagingCopy(nullptr, n, false, true, ShmWriteMode::single_copy).mode(),
+  EXPECT_EQ(shm::StagingCopy(nullptr, n, nullptr, true, ShmWriteMode::single_copy).mode(),
             shm::WriteMode::single_copy);
-  shm::StagingCopy copy(nullptr, n, false);
+  shm::StagingCopy copy(nullptr, n, nullptr);
   copy.done();  // records nowhere
 }
 
@@ -190,7 +190,7 @@ TEST(StagingCopy, ForcedModesAreNeitherLearnedNorTimed) {
   for (auto [policy, mode] : {std::pair{ShmWriteMode::ordinary, O}, {ShmWriteMode::streaming, S}}) {
     shm::SizedWriteModeChoice c;
     for (int i = 0; i < 40; ++i) {
-      shm::StagingCopy copy(&c, n, false, false, policy);
+      shm::StagingCopy copy(&c, n, nullptr, false, policy);
       EXPECT_EQ(copy.mode(), mode) << i;
       copy.done();
     }
@@ -236,7 +236,7 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
   for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
   for (WriteMode want : {S, S, O, O}) {  // each mode twice, the second timed
     std::fill(dst.begin(), dst.end(), 0);
-    shm::StagingCopy copy(&c, n, false);
+    shm::StagingCopy copy(&c, n, nullptr);
     EXPECT_EQ(copy.mode(), want);
     copy(dst.data() + 1, src.data() + 1, n - 1);  // unaligned
     copy.done();
@@ -247,7 +247,7 @@ TEST(StagingCopy, CopiesInEitherModeAndTimesEachOperation) {
   const WriteMode p = c.at(n, false)->preferred();
   EXPECT_EQ(c.at(n, false)->next(), p);
   // Below 64 KiB: ordinary stores, and no class is touched.
-  shm::StagingCopy small(&c, 1000, false);
+  shm::StagingCopy small(&c, 1000, nullptr);
   EXPECT_EQ(small.mode(), O);
   small.done();
 }

@@ -119,8 +119,7 @@ void all_reduce(Context c, const void* in, void* out, size_t count, DataType dt,
   // and streaming into cached lines evicts them first (in-place 64 MiB: 9 -> 12-17 GB/s).
   auto put = in != out && stream_results(s, count * es, count * es) ? kernels::copy_streaming
                                                                     : kernels::copy;
-  StagingCopy stage(&c.write_modes.all_reduce, count * es, s.oversubscribed(), false,
-                    config().shm_write_mode, &s);
+  StagingCopy stage(&c.write_modes.all_reduce, count * es, &s);
   const Expect e{Kind::all_reduce, count * es, call_word(dt, int(op), -1)};
   for (size_t off = 0; off < count; off += per_chunk) {
     const size_t k = std::min(per_chunk, count - off);

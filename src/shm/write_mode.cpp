@@ -86,8 +86,8 @@ WriteModeChoice* SizedWriteModeChoice::at(size_t bytes, bool oversubscribed) {
   return &by_size_[size_class(bytes)];
 }
 
-StagingCopy::StagingCopy(SizedWriteModeChoice* choices, size_t bytes, bool oversubscribed,
-                         bool single_copy, ShmWriteMode policy, Segment* group)
+StagingCopy::StagingCopy(SizedWriteModeChoice* choices, size_t bytes, Segment* group,
+                         bool single_copy, ShmWriteMode policy)
     : bytes_(bytes) {
   switch (policy) {  // forced: nothing to learn or time
     case ShmWriteMode::ordinary:
@@ -101,7 +101,7 @@ StagingCopy::StagingCopy(SizedWriteModeChoice* choices, size_t bytes, bool overs
     case ShmWriteMode::learn:
       break;
   }
-  choice_ = choices ? choices->at(bytes, oversubscribed) : nullptr;
+  choice_ = choices ? choices->at(bytes, group && group->oversubscribed()) : nullptr;
   if (!choice_) return;
   if (group) group_ = {&group->header(0).led_modes[choices->led_index(bytes)], group->rank() == 0};
   mode_ = choice_->next(single_copy, group_);

@@ -122,15 +122,16 @@ static_assert(4 * SizedWriteModeChoice::kSizeClasses <= kLedModes);
 
 /// The staging copy of one operation of `bytes` payload: the mode `choices` picks for that size,
 /// timed for it from construction to done(), or the mode `policy` forces (neither learned nor
-/// timed); with no `choices`, ordinary stores unless `policy` forces another mode. `single_copy`:
-/// the operation may leave its input unstaged (mode() single_copy, where the copy does nothing); a
-/// policy of single_copy where it may not stages with ordinary stores. An operation that throws is
-/// not recorded. `group`: the segment whose ranks choose alike (rank 0 leads), or none.
+/// timed); with no `choices`, ordinary stores unless `policy` forces another mode. `group`: the
+/// segment whose ranks choose alike (rank 0 leads; whether it is oversubscribed sets where
+/// learning starts), or none (a rank alone, as in unit tests). `single_copy`: the operation may
+/// leave its input unstaged (mode() single_copy, where the copy does nothing); a policy of
+/// single_copy where it may not stages with ordinary stores. An operation that throws is not
+/// recorded.
 class StagingCopy {
  public:
-  StagingCopy(SizedWriteModeChoice* choices, size_t bytes, bool oversubscribed,
-              bool single_copy = false, ShmWriteMode policy = config().shm_write_mode,
-              Segment* group = nullptr);
+  StagingCopy(SizedWriteModeChoice* choices, size_t bytes, Segment* group, bool single_copy = false,
+              ShmWriteMode policy = config().shm_write_mode);
   void operator()(void* dst, const void* src, size_t n) const;
   WriteMode mode() const { return mode_; }
   void done();

@@ -18,7 +18,7 @@ WriterInput::WriterInput(Context& c, SizedWriteModeChoice* choices, const void* 
   } else if (leader_single_copy) {
     offer = false;
   }
-  stage_.emplace(choices, payload, c.seg.oversubscribed(), offer, policy, &c.seg);
+  stage_.emplace(choices, payload, &c.seg, offer, policy);
 }
 
 void WriterInput::stage(void* to, const void* from, size_t k) const {
