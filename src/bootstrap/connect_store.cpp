@@ -22,21 +22,37 @@ std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
   }
   if (!initialized) MPI_Init(nullptr, nullptr);
   std::unique_ptr<TcpStoreServer> server;
+  // The store's address, or kFailed and why rank 0 could not start it: the others wait in the
+  // broadcast, which has no deadline, so rank 0 must answer whatever happens (a bad STRATA_*
+  // variable read only there used to leave every other rank waiting for ever).
+  constexpr char kFailed = '!';
   char msg[512] = {};
   if (env.rank == 0) {
-    std::string host = config().store_addr;
-    if (host.empty() && std::getenv("MASTER_ADDR")) host = std::getenv("MASTER_ADDR");
-    if (host.empty()) host = env.local_size == env.size ? "127.0.0.1" : first_external_ipv4();
-    TcpStoreOptions so;
-    so.host = host;
-    so.token = random_token();
-    server = std::make_unique<TcpStoreServer>(so);
-    std::snprintf(msg, sizeof msg, "%s %u %s", host.c_str(), unsigned(server->port()),
-                  so.token.c_str());
+    try {
+      std::string host = config().store_addr;
+      if (host.empty() && std::getenv("MASTER_ADDR")) host = std::getenv("MASTER_ADDR");
+      if (host.empty()) host = env.local_size == env.size ? "127.0.0.1" : first_external_ipv4();
+      TcpStoreOptions so;
+      so.host = host;
+      so.token = random_token();
+      server = std::make_unique<TcpStoreServer>(so);
+      std::snprintf(msg, sizeof msg, "%s %u %s", host.c_str(), unsigned(server->port()),
+                    so.token.c_str());
+    } catch (const std::exception& e) {
+      std::snprintf(msg, sizeof msg, "%c%s", kFailed, e.what());
+      MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+      if (!initialized) MPI_Finalize();
+      throw;
+    }
   }
   MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, MPI_COMM_WORLD);
   // MPI was only the messenger; a program that initialised it itself keeps it.
   if (!initialized) MPI_Finalize();
+  if (msg[0] == kFailed) {
+    msg[sizeof msg - 1] = 0;
+    throw Error(ErrorCode::invalid_argument, {.rank = env.rank, .op = "bootstrap", .peer = 0},
+                std::string("rank 0 could not start the job's store: ") + (msg + 1));
+  }
   std::istringstream in(msg);
   TcpStoreOptions co;
   co.connect_timeout = config().timeout;
