@@ -2,6 +2,7 @@
 // conversion, error capture (no exception leaves a strata* function) and NCCL-style groups.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -144,6 +145,15 @@ inline ReduceOp op_of(strataRedOp_t op) {
       return ReduceOp::bxor;
   }
   throw CallError{strataInvalidArgument, "unknown reduction op " + std::to_string(int(op))};
+}
+
+// `count` elements for each of the group's ranks, refused where that overflows size_t.
+inline size_t times_ranks(size_t count, const strata::Communicator& c) {
+  const size_t n = size_t(c.size());
+  require(count <= SIZE_MAX / n, strataInvalidArgument,
+          "count " + std::to_string(count) + " for each of " + std::to_string(n) +
+              " ranks overflows size_t");
+  return count * n;
 }
 
 inline Buffer buf(strataComm_t c, const void* p, size_t count, strataDataType_t t) {

@@ -111,7 +111,8 @@ strataResult_t strataGetUniqueId(strataUniqueId* uniqueId);
 /* Collective over `nranks` processes holding the same id: creates their communicator. */
 strataResult_t strataCommInitRank(strataComm_t* comm, int nranks, strataUniqueId commId, int rank);
 /* Collective over `comm`: ranks passing the same color form *newcomm, ordered by (key, rank).
- * A rank passing STRATA_SPLIT_NOCOLOR (any negative color) gets NULL. */
+ * A rank passing STRATA_SPLIT_NOCOLOR (any negative color) gets NULL. The new communicator
+ * keeps `comm`'s deadline, and a device handle's (strataCommOnStream) buffers and stream. */
 strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm_t* newcomm);
 /* A CUDA stream: cudaStream_t itself (the same type), without CUDA's headers. */
 typedef struct CUstream_st* strataStream_t;
@@ -122,7 +123,10 @@ typedef struct CUstream_st* strataStream_t;
  * lives on in `comm`. Device memory on a build or rank without CUDA is strataInvalidArgument. */
 strataResult_t strataCommOnStream(strataComm_t comm, strataStream_t stream,
                                   strataComm_t* device_comm);
-/* Frees the communicator (after its pending operations complete, as NCCL does). */
+/* Frees this handle. Freeing the group's last handle (those of strataCommOnStream and
+ * strataCommSplit are separate groups' or handles of their own) ends the group: operations
+ * still pending fail with strataAborted, unlike ncclCommDestroy, which waits for them. Wait for
+ * them first (strataWorkWait, or the stream's synchronisation for a device handle). */
 strataResult_t strataCommDestroy(strataComm_t comm);
 /* Ends the group at once: pending and later operations fail with strataAborted here and with
  * strataRemoteError naming this rank on the others. Then frees it. */
@@ -189,6 +193,7 @@ strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work);
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work);
+/* `peer` is a rank of `comm` (no wildcard: a negative peer is strataInvalidArgument). */
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work);
 
@@ -204,8 +209,9 @@ strataResult_t strataGroupEnd(void);
 
 /* ---- completion ---- */
 
-/* Waits until done (at most the communicator's deadline); the operation's own error if it failed.
- */
+/* Waits until done; the operation's own error if it failed. It waits while the communicator's
+ * operations complete; if none completes within the communicator's deadline (plus up to 5 s),
+ * the communicator is aborted and this returns strataTimeout. */
 strataResult_t strataWorkWait(strataWork_t work);
 /* *done = 1 when complete, 0 otherwise; never blocks for long. */
 strataResult_t strataWorkTest(strataWork_t work, int* done);

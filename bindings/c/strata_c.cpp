@@ -131,7 +131,8 @@ strataResult_t strataCommSplit(strataComm_t comm, int color, int key, strataComm
     require(newcomm != nullptr, strataInvalidArgument, "newcomm is NULL");
     *newcomm = nullptr;
     strata::Communicator c = comm_of(comm).split(color < 0 ? -1 : color, key);
-    if (c) *newcomm = new strataComm{std::move(c)};
+    // A device handle's child is one too, on the same stream (Communicator::split keeps it).
+    if (c) *newcomm = new strataComm{std::move(c), comm->device};
   });
 }
 

@@ -45,7 +45,7 @@ strataResult_t strataAllGather(const void* sendbuff, void* recvbuff, size_t send
   return submit("strataAllGather", comm, work, [&] {
     auto& c = comm_of(comm);
     return [&c, in = buf(comm, sendbuff, sendcount, datatype),
-            out = buf(comm, recvbuff, sendcount * size_t(c.size()), datatype)] {
+            out = buf(comm, recvbuff, times_ranks(sendcount, c), datatype)] {
       return c.all_gather(in, out);
     };
   });
@@ -56,7 +56,7 @@ strataResult_t strataReduceScatter(const void* sendbuff, void* recvbuff, size_t 
                                    strataWork_t* work) {
   return submit("strataReduceScatter", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(comm, sendbuff, recvcount * size_t(c.size()), datatype),
+    return [&c, in = buf(comm, sendbuff, times_ranks(recvcount, c), datatype),
             out = buf(comm, recvbuff, recvcount, datatype),
             o = op_of(op)] { return c.reduce_scatter(in, out, o); };
   });
@@ -66,7 +66,7 @@ strataResult_t strataAlltoAll(const void* sendbuff, void* recvbuff, size_t count
                               strataDataType_t datatype, strataComm_t comm, strataWork_t* work) {
   return submit("strataAlltoAll", comm, work, [&] {
     auto& c = comm_of(comm);
-    const size_t total = count * size_t(c.size());
+    const size_t total = times_ranks(count, c);
     return [&c, in = buf(comm, sendbuff, total, datatype),
             out = buf(comm, recvbuff, total, datatype)] { return c.all_to_all(in, out); };
   });
@@ -99,10 +99,9 @@ strataResult_t strataGather(const void* sendbuff, void* recvbuff, size_t sendcou
                             strataWork_t* work) {
   return submit("strataGather", comm, work, [&] {
     auto& c = comm_of(comm);
-    return
-        [&c, in = buf(comm, sendbuff, sendcount, datatype),
-         out = buf(comm, recvbuff, c.rank() == root ? sendcount * size_t(c.size()) : 0, datatype),
-         root] { return c.gather(in, out, root); };
+    return [&c, in = buf(comm, sendbuff, sendcount, datatype),
+            out = buf(comm, recvbuff, c.rank() == root ? times_ranks(sendcount, c) : 0, datatype),
+            root] { return c.gather(in, out, root); };
   });
 }
 
@@ -112,8 +111,7 @@ strataResult_t strataScatter(const void* sendbuff, void* recvbuff, size_t recvco
   return submit("strataScatter", comm, work, [&] {
     auto& c = comm_of(comm);
     return
-        [&c,
-         in = buf(comm, sendbuff, c.rank() == root ? recvcount * size_t(c.size()) : 0, datatype),
+        [&c, in = buf(comm, sendbuff, c.rank() == root ? times_ranks(recvcount, c) : 0, datatype),
          out = buf(comm, recvbuff, recvcount, datatype), root] { return c.scatter(in, out, root); };
   });
 }
@@ -127,21 +125,30 @@ strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work) {
 
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
+  strata::PeerOp op{strata::PeerOp::send};
   const strataResult_t r = submit("strataSend", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, in = buf(comm, sendbuff, count, datatype), peer] { return c.send(in, peer); };
+    op = {strata::PeerOp::send, buf(comm, sendbuff, count, datatype), peer};
+    return [&c, in = op.buffer, peer] { return c.send(in, peer); };
   });
-  join_batch(r, comm, {strata::PeerOp::send, buf(comm, sendbuff, count, datatype), peer});
+  join_batch(r, comm, op);
   return r;
 }
 
 strataResult_t strataRecv(void* recvbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work) {
+  strata::PeerOp op{strata::PeerOp::recv};
   const strataResult_t r = submit("strataRecv", comm, work, [&] {
     auto& c = comm_of(comm);
-    return [&c, out = buf(comm, recvbuff, count, datatype), peer] { return c.recv(out, peer); };
+    // C has no any-source receive: a negative peer is a mistake (rank 0's `rank - 1`), not a
+    // wildcard that would match whichever rank sends first.
+    require(
+        peer >= 0, strataInvalidArgument,
+        "peer " + std::to_string(peer) + " is out of range [0, " + std::to_string(c.size()) + ")");
+    op = {strata::PeerOp::recv, buf(comm, recvbuff, count, datatype), peer};
+    return [&c, out = op.buffer, peer] { return c.recv(out, peer); };
   });
-  join_batch(r, comm, {strata::PeerOp::recv, buf(comm, recvbuff, count, datatype), peer});
+  join_batch(r, comm, op);
   return r;
 }
 

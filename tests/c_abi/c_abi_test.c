@@ -159,6 +159,17 @@ static void errors(strataComm_t comm) {
                "comm is NULL");
   EXPECT_ERROR(strataBroadcast(v, v, 4, strataFloat, 99, comm, NULL), strataInvalidArgument,
                "root 99");
+  /* Point to point converts its arguments like the collectives: a bad datatype is an error
+   * code, not an exception out of C (which ended the process); C has no any-source receive. */
+  EXPECT_ERROR(strataSend(v, 4, (strataDataType_t)17, 0, comm, NULL), strataInvalidArgument,
+               "unknown datatype 17");
+  EXPECT_ERROR(strataRecv(v, 4, (strataDataType_t)17, 0, comm, NULL), strataInvalidArgument,
+               "unknown datatype 17");
+  EXPECT_ERROR(strataRecv(v, 4, strataFloat, -1, comm, NULL), strataInvalidArgument,
+               "peer -1 is out of range");
+  /* nranks * count beyond size_t: refused, not wrapped to a small all-to-all */
+  EXPECT_ERROR(strataAlltoAll(v, v, (size_t)-1 / 2 + 1, strataFloat, comm, NULL),
+               strataInvalidArgument, "overflows size_t");
   EXPECT_ERROR(strataGroupEnd(), strataInvalidUsage, "without strataGroupStart");
   EXPECT(strstr(strataGetLastError(), "without") != NULL, "last error kept");
   EXPECT(strcmp(strataGetErrorString(strataRemoteError),
@@ -176,6 +187,15 @@ static void device(strataComm_t comm) {
   EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, dev, NULL), strataInvalidArgument,
                "CUDA device memory");
   EXPECT_ERROR(strataCommOnStream(comm, NULL, NULL), strataInvalidArgument, "device_comm is NULL");
+  /* A device handle's split is a device handle: host memory is refused there too (it was taken
+   * as host memory, so a CUDA pointer would have been read as one). */
+  {
+    strataComm_t sub;
+    CHECK(strataCommSplit(dev, 0, rank, &sub));
+    EXPECT_ERROR(strataAllReduce(v, v, 4, strataFloat, strataSum, sub, NULL), strataInvalidArgument,
+                 "CUDA device memory");
+    CHECK(strataCommDestroy(sub));
+  }
   CHECK(strataCommDestroy(dev));
   CHECK(strataAllReduce(v, v, 4, strataFloat, strataSum, comm, NULL));
   EXPECT(v[0] == (float)nranks, "after the device handle: %g", v[0]);
