@@ -33,7 +33,6 @@ class Buffers {
   /// A buffer the operation writes: as input(), and also TypeError when it is read-only.
   Buffer output(nb::handle obj, const char* what);
   std::vector<Held> take() { return std::move(held_); }
-  const char* op() const { return op_; }
 
  private:
   Buffer view(const Held& a, nb::handle obj, const char* what);
@@ -53,11 +52,9 @@ struct PyWork {
   Work work;
   Communicator comm;
   std::vector<Held> held;
-  const char* op = "";  // the operation and its peer (-1: none), for Work.wait's own errors
-  int peer = -1;
 
-  PyWork(Work w, Communicator c, std::vector<Held> h, const char* o, int p)
-      : work(std::move(w)), comm(std::move(c)), held(std::move(h)), op(o), peer(p) {}
+  PyWork(Work w, Communicator c, std::vector<Held> h)
+      : work(std::move(w)), comm(std::move(c)), held(std::move(h)) {}
   PyWork(PyWork&&) = default;
   PyWork& operator=(PyWork&&) = default;
   /// Parks the buffers of an unfinished operation (see park_unfinished) instead of freeing them.

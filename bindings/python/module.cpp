@@ -56,29 +56,14 @@ CommOptions options(const std::optional<std::string>& name, std::optional<double
 // Issues the operation `f` with the GIL released (a small all-reduce may poll its peers for a
 // moment) and wraps the Work with the buffers `b` collected.
 template <typename F>
-PyWork issue(Communicator& c, Buffers& b, F&& f, int peer = -1) {
+PyWork issue(Communicator& c, Buffers& b, F&& f) {
   sweep_parked();
   Work w;
   {
     nb::gil_scoped_release unlocked;
     w = f();
   }
-  return PyWork(std::move(w), c, b.take(), b.op(), peer);
-}
-
-// Work::wait's own timeout knows nothing of the operation (no rank, group, op): say which one it
-// was, keeping the code and the text.
-[[noreturn]] void rethrow_with_context(const Error& e, const PyWork& w) {
-  if (e.where().rank >= 0) throw e;
-  const std::string prefix = Error(e.code(), e.where(), "").what();
-  std::string_view text(e.what());
-  if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
-  ErrorContext where = e.where();
-  where.rank = w.comm.rank();
-  where.group = w.comm.name();
-  where.op = w.op;
-  where.peer = w.peer;
-  throw Error(e.code(), where, std::string(text));
+  return PyWork(std::move(w), c, b.take());
 }
 
 std::vector<size_t> prefix_sums(const std::vector<size_t>& counts) {
@@ -119,19 +104,17 @@ void register_communicator(nb::module_& m) {
           [](const PyWork& w, std::optional<double> timeout) {
             const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
             nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
-            try {
-              if (ms)
-                w.work.wait(*ms);
-              else
-                w.work.wait();
-            } catch (const Error& e) {
-              rethrow_with_context(e, w);
-            }
+            if (ms)
+              w.work.wait(*ms);
+            else
+              w.work.wait();
           },
           "timeout"_a = nb::none(),
-          "Blocks until the operation completes (at most `timeout` seconds; default: the "
-          "communicator's deadline). Raises strata.Error if it failed or the timeout passed (the "
-          "operation itself keeps running then, and a later wait() may still succeed).")
+          "Blocks until the operation completes. Raises strata.Error if it failed. With "
+          "`timeout` (seconds), also when that passes: the operation keeps running, and a later "
+          "wait() may still succeed. Without, it waits while the communicator's operations "
+          "complete; if none completes within the communicator's deadline (plus up to 5 s), "
+          "the communicator is aborted and this raises.")
       .def(
           "test",
           [](const PyWork& w) {
@@ -184,7 +167,8 @@ void register_communicator(nb::module_& m) {
           },
           "color"_a, "key"_a = 0, "name"_a = nb::none(), "timeout"_a = nb::none(),
           "Collective: ranks passing the same color form a communicator, ordered by (key, rank). "
-          "Returns None on a rank passing a negative color.")
+          "Returns None on a rank passing a negative color. It keeps this communicator's "
+          "deadline unless `timeout` (seconds) is given.")
       .def(
           "abort",
           [](Communicator& c) {
@@ -345,8 +329,7 @@ void register_communicator(nb::module_& m) {
           [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
             Buffers b("send");
             const Buffer in = b.input(buffer, "buffer");
-            return issue(
-                c, b, [&] { return c.send(in, peer, tag); }, peer);
+            return issue(c, b, [&] { return c.send(in, peer, tag); });
           },
           "buffer"_a, "peer"_a, "tag"_a = 0,
           "Sends to peer; messages of one pair and tag match in issue order.")
@@ -355,8 +338,7 @@ void register_communicator(nb::module_& m) {
           [](Communicator& c, nb::handle buffer, int peer, uint32_t tag) {
             Buffers b("recv");
             const Buffer out = b.output(buffer, "buffer");
-            return issue(
-                c, b, [&] { return c.recv(out, peer, tag); }, peer);
+            return issue(c, b, [&] { return c.recv(out, peer, tag); });
           },
           "buffer"_a, "peer"_a, "tag"_a = 0,
           "Receives from peer (or strata.ANY_SOURCE: Work.source says which) into buffer.")

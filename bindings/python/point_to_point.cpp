@@ -60,8 +60,7 @@ void register_point_to_point(nb::module_&) {
     }
     std::vector<PyWork> out;
     for (size_t k = 0; k < works.size(); ++k) {
-      out.emplace_back(std::move(works[k]), c, held[k].take(),
-                       peer_ops[k].kind == PeerOp::send ? "send" : "recv", peer_ops[k].peer);
+      out.emplace_back(std::move(works[k]), c, held[k].take());
     }
     return out;
   };

@@ -20,7 +20,8 @@ struct GroupAccess;  // the library's own layers and tests reach the group behin
 struct CommOptions {
   /// Name used in logs and errors. "world" for the communicator from from_env().
   std::string name = "world";
-  /// Deadline of every operation; 0 means STRATA_TIMEOUT (default 300 s).
+  /// Deadline of every operation; 0 means the parent's for split() and shrink(), otherwise
+  /// STRATA_TIMEOUT (default 300 s).
   std::chrono::milliseconds timeout{0};
 };
 
@@ -173,14 +174,16 @@ class Communicator {
   void check_health();
 
   /// Collective: ranks that pass the same `color` form a new communicator, ordered by (key, rank).
-  /// A rank passing a negative color takes part but gets an empty Communicator back.
+  /// A rank passing a negative color takes part but gets an empty Communicator back. The child
+  /// keeps this handle's deadline and CUDA stream (on_stream) unless `options` sets a deadline.
   Communicator split(int color, int key, const CommOptions& options = {});
 
   /// A new group of this group's ranks less `exclude` (ranks of this group, e.g. the dead ones),
   /// in their order, like ncclCommShrink: built through the store, so it works when this group
   /// has failed. Collective over the survivors only, who must pass the same list (a survivor
   /// missing makes the others time out naming the setup). Throws strata::Error
-  /// (invalid_argument) for a rank out of range, repeated, or this rank's own.
+  /// (invalid_argument) for a rank out of range, repeated, or this rank's own. The deadline and
+  /// stream are kept as by split().
   Communicator shrink(const std::vector<int>& exclude, const CommOptions& options = {});
 
   /// True unless default-constructed (or returned by split with a negative color).
@@ -191,6 +194,7 @@ class Communicator {
  private:
   friend struct runtime::GroupAccess;
   explicit Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Communicator on_my_stream(Communicator sub) const;  // `sub` on this handle's stream, if any
   std::shared_ptr<Impl> impl_;
   void* stream_ = nullptr;   // with has_stream_: on_stream()'s
   bool has_stream_ = false;  // else device calls go on the communicator's own stream

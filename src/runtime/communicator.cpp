@@ -324,6 +324,24 @@ Work Communicator::barrier() {
 
 void Communicator::issue_from_this_thread() { runtime::issue_from_this_thread(checked(impl_)); }
 
+namespace {
+// A child group's options: the name under its parent's unless given, and the parent's deadline
+// unless given (not STRATA_TIMEOUT: a world made with a deadline of 60 s has subgroups of 60 s,
+// the mesh's and the ZeRO engine's too, which take no options from the trainer).
+CommOptions child_options(const Communicator::Impl& parent, const CommOptions& given,
+                          const std::string& suffix) {
+  CommOptions o = given;
+  if (o.name == CommOptions{}.name) o.name = parent.name + "/" + suffix;
+  if (o.timeout.count() == 0) o.timeout = parent.timeout();
+  return o;
+}
+}  // namespace
+
+Communicator Communicator::on_my_stream(Communicator sub) const {
+  if (sub && has_stream_) return sub.on_stream(stream_);
+  return sub;
+}
+
 Communicator Communicator::split(int color, int key, const CommOptions& options) {
   auto& c = checked(impl_);
   const uint64_t id = c.next_split();
@@ -341,17 +359,15 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
                      [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
     const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
     const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
-    CommOptions opts = options;
-    if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
-    sub =
-        create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, int(members.size()), opts);
+    sub = create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, int(members.size()),
+                 child_options(c, options, suffix));
     where = sub.impl_->context("split");
   }
   // Every rank, a negative color's too: ncclCommSplit is collective over this group.
   if (auto device = runtime::split_device(c, color, key, where); device) {
     sub.impl_->device = std::move(device);
   }
-  return sub;
+  return on_my_stream(std::move(sub));
 }
 
 Communicator Communicator::shrink(const std::vector<int>& exclude, const CommOptions& options) {
@@ -374,10 +390,8 @@ Communicator Communicator::shrink(const std::vector<int>& exclude, const CommOpt
   std::string suffix = "shrink" + std::to_string(c.next_split()) + ".x";
   for (int r : x) suffix += std::to_string(r) + "_";
   const int new_rank = c.rank - int(std::lower_bound(x.begin(), x.end(), c.rank) - x.begin());
-  CommOptions opts = options;
-  if (opts.name == CommOptions{}.name) opts.name = c.name + "/" + suffix;
-  return create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, c.size - int(x.size()),
-                opts);
+  return on_my_stream(create(std::make_shared<PrefixStore>(c.store, suffix), new_rank,
+                             c.size - int(x.size()), child_options(c, options, suffix)));
 }
 
 }  // namespace strata

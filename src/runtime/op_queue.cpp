@@ -111,8 +111,9 @@ void OpQueue::sleep_locked(Clock::time_point until) {
   sleepers_.fetch_sub(1);
 }
 
-std::shared_ptr<detail::WorkState> OpQueue::new_work() {
+std::shared_ptr<detail::WorkState> OpQueue::new_work(const ErrorContext& where) {
   auto work = std::make_shared<detail::WorkState>();
+  work->where = where;
   work->queue = weak_from_this();
   work->default_timeout = timeout_;
   return work;
@@ -132,7 +133,7 @@ void OpQueue::enqueue(Op op, bool front) {
 }
 
 std::shared_ptr<detail::WorkState> OpQueue::submit(Op op) {
-  auto work = new_work();
+  auto work = new_work(op.where);
   op.work = work;
   op.record = recorder_.queued(op.where, op.is_collective, op.dtype, op.count);
   enqueue(std::move(op), false);
@@ -159,7 +160,7 @@ void OpQueue::record_completed(const ErrorContext& where, DataType dtype, size_t
 }
 
 std::shared_ptr<detail::WorkState> OpQueue::finish_later(Op op, Clock::time_point started) {
-  auto work = new_work();
+  auto work = new_work(op.where);
   work->mark_running(started);
   op.work = work;
   op.record = recorder_.running(op.where, op.is_collective, op.dtype, op.count, started);

@@ -129,7 +129,7 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void sleep_locked(Clock::time_point until);  // sleeps on the network unless work is queued
 
   void stop_thread();
-  std::shared_ptr<detail::WorkState> new_work();
+  std::shared_ptr<detail::WorkState> new_work(const ErrorContext& where);
   void enqueue(Op op, bool front);  // queues op (at the front: finish_later) and arms the kick
 
   std::unique_ptr<transport::Transport> transport_;

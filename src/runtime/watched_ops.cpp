@@ -11,6 +11,7 @@ std::shared_ptr<detail::WorkState> OpQueue::watch(const ErrorContext& where, Dat
                                                   std::function<void()> on_failure) {
   auto work = std::make_shared<detail::WorkState>();
   work->default_timeout = timeout_;
+  work->where = where;
   const auto now = Clock::now();
   work->mark_running(now);
   const uint64_t record = recorder_.running(where, true, dtype, count, now);

@@ -24,8 +24,8 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   const auto status = state_->status.load(std::memory_order_acquire);
   if (status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
   if (status != detail::WorkState::Status::done) {
-    throw Error(ErrorCode::timeout, {.op = "Work::wait"},
-                "not complete after " + std::to_string(timeout.count()) +
+    throw Error(ErrorCode::timeout, state_->where,
+                "Work::wait: not complete after " + std::to_string(timeout.count()) +
                     " ms; the operation is still pending (its own deadline is STRATA_TIMEOUT)");
   }
 }
@@ -46,8 +46,9 @@ void Work::wait() const {
     if (state_->finished()) return wait(std::chrono::milliseconds(0));  // its result
     if (queue->finished() != before) continue;  // operations ahead of it are completing
     queue->abort();
-    throw Error(ErrorCode::timeout, {.op = "Work::wait"},
-                "no operation of the communicator completed in " + std::to_string(window.count()) +
+    throw Error(ErrorCode::timeout, state_->where,
+                "Work::wait: no operation of the communicator completed in " +
+                    std::to_string(window.count()) +
                     " ms while this one was pending; the communicator is aborted");
   }
 }

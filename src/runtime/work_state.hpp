@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "strata/error.hpp"
 #include "strata/types.hpp"
 
 namespace strata::runtime {
@@ -28,6 +29,7 @@ struct WorkState {
   int source = -1;                        // a recv's sender, set before status becomes done
   std::weak_ptr<runtime::OpQueue> queue;  // lets a waiting thread drive progress inline
   std::chrono::milliseconds default_timeout{300000};
+  ErrorContext where;  // the operation's rank, group, name and seq, for Work::wait's own errors
   std::mutex mu;
   std::condition_variable cv;
   std::atomic<int> sleepers{0};       // threads in sleep_until()

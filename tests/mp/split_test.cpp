@@ -1,5 +1,6 @@
 // split(color, key): membership, ordering by key, independence, and the negative color.
 #include "mp.hpp"
+#include "runtime/communicator_impl.hpp"
 
 using namespace strata;
 
@@ -56,6 +57,24 @@ TEST(Split, NestedAndConcurrentWithParent) {
   EXPECT_EQ(y[0], 2);
   EXPECT_EQ(z[0], 3 * b.size());
   EXPECT_EQ(b.size(), std::min(2, w.size() - 2 * (a.rank() / 2)));
+}
+
+// A child keeps its parent's deadline unless given one: a world made with a short deadline has
+// subgroups with it, the mesh's and the ZeRO engine's too (they take no options from a trainer).
+TEST(Split, AChildKeepsItsParentsDeadlineUnlessGivenOne) {
+  auto& w = mp::world();
+  const auto deadline = [](const Communicator& c) { return runtime::GroupAccess::of(c).timeout(); };
+  using std::chrono::milliseconds;
+  ASSERT_NE(deadline(w), milliseconds(7000)) << "pick another figure: the world's own";
+  Communicator parent =
+      w.split(0, w.rank(), CommOptions{.name = "short", .timeout = milliseconds(7000)});
+  EXPECT_EQ(deadline(parent), milliseconds(7000));
+  Communicator child = parent.split(0, parent.rank());
+  EXPECT_EQ(deadline(child), milliseconds(7000));
+  EXPECT_EQ(deadline(parent.split(0, parent.rank(), CommOptions{.timeout = milliseconds(9000)})),
+            milliseconds(9000));
+  EXPECT_EQ(deadline(parent.shrink({})), milliseconds(7000));
+  w.barrier().wait();
 }
 
 // shrink(exclude): the survivors of a failed group form a new one through the store, in their

@@ -67,7 +67,7 @@ class Work:
 
     def wait(self, timeout: float | None = None) -> None:
         """
-        Blocks until the operation completes (at most `timeout` seconds; default: the communicator's deadline). Raises strata.Error if it failed or the timeout passed (the operation itself keeps running then, and a later wait() may still succeed).
+        Blocks until the operation completes. Raises strata.Error if it failed. With `timeout` (seconds), also when that passes: the operation keeps running, and a later wait() may still succeed. Without, it waits while the communicator's operations complete; if none completes within the communicator's deadline (plus up to 5 s), the communicator is aborted and this raises.
         """
 
     def test(self) -> bool:
@@ -111,7 +111,7 @@ class Communicator:
 
     def split(self, color: int, key: int = 0, name: str | None = None, timeout: float | None = None) -> Communicator | None:
         """
-        Collective: ranks passing the same color form a communicator, ordered by (key, rank). Returns None on a rank passing a negative color.
+        Collective: ranks passing the same color form a communicator, ordered by (key, rank). Returns None on a rank passing a negative color. It keeps this communicator's deadline unless `timeout` (seconds) is given.
         """
 
     def abort(self) -> None:
