@@ -126,6 +126,22 @@ TEST(Mesh, ShapesThatDoNotFitTheWorldAreRejected) {
   EXPECT_EQ((MeshShape{.tp = 2, .cp = 2}.resolved(8).dp), 2);
 }
 
+// An unresolved shape (dp = 0: "fill") or a rank outside it is refused where it used to divide by
+// zero (SIGFPE) or read past the job's ranks.
+TEST(Mesh, AnUnresolvedShapeOrARankOutsideItIsRefused) {
+  expect_error([] { MeshShape{.tp = 2}.coords(3); }, {"dp=0 is not resolved", "resolved(world)"});
+  expect_error([] { MeshShape{.tp = 2}.group(0, {Dim::tp}); }, {"dp=0 is not resolved"});
+  expect_error([] { MeshShape{.tp = 0, .dp = 2}.coords(0); }, {"tp=0 is not resolved"});
+  expect_error([] { MeshShape{.tp = 2}.resolved(4).coords(4); }, {"rank 4 is out of range [0, 4)"});
+  expect_error([] { MeshShape{.tp = 2}.resolved(4).coords(-1); }, {"rank -1 is out of range"});
+  const JobTopology two_by_four = cpu_job({4, 4});
+  expect_error([&] { validate_mesh(MeshShape{.tp = 4}, two_by_four); }, {"dp=0 is not resolved"});
+  expect_error([&] { validate_mesh(MeshShape{.tp = 2}.resolved(4), two_by_four); },
+               {"multiply to 4 but the job has 8 ranks"});
+  EXPECT_EQ((MeshShape{.tp = 2}.resolved(4).coords(3)),
+            (std::array<int, kMeshDims>{1, 0, 0, 1, 0}));
+}
+
 TEST(Mesh, TpMustStayInsideANode) {
   const JobTopology two_by_four = cpu_job({4, 4});
   validate_mesh(MeshShape{.tp = 4}.resolved(8), two_by_four);

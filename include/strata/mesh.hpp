@@ -35,10 +35,11 @@ struct MeshShape {
   /// This shape on `world` ranks with dp filled in; throws strata::Error(invalid_argument) naming
   /// the numbers when a size is below 1 or the sizes do not multiply to the world size.
   MeshShape resolved(int world) const;
-  /// Coordinates of `world_rank` along every dimension (on a resolved shape).
+  /// Coordinates of `world_rank` along every dimension. The shape must be resolved (every size
+  /// at least 1) and the rank in it, else strata::Error(invalid_argument).
   std::array<int, kMeshDims> coords(int world_rank) const;
   /// World ranks of the group along `dims` that holds `world_rank`, ascending (which is each
-  /// member's rank in the group's Communicator).
+  /// member's rank in the group's Communicator). Checked as coords().
   std::vector<int> group(int world_rank, std::initializer_list<Dim> dims) const;
 };
 
@@ -49,9 +50,9 @@ struct MeshOptions {
   std::string name = "mesh";
 };
 
-/// Checks `shape` (resolved) against the job: TP no larger than the smallest node that holds a
-/// TP group and every TP group inside one node. Throws strata::Error(invalid_argument) naming the
-/// group, its ranks and their nodes.
+/// Checks `shape` (resolved, as many ranks as the job) against the job: TP no larger than the
+/// smallest node that holds a TP group and every TP group inside one node. Throws
+/// strata::Error(invalid_argument) naming the group, its ranks and their nodes.
 void validate_mesh(const MeshShape& shape, const JobTopology& job, const MeshOptions& options = {});
 
 /// A layout for the job: tp = the ranks of a node joined by its fastest links (GPUs on one NVLink

@@ -78,7 +78,25 @@ MeshShape MeshShape::resolved(int world) const {
   return s;
 }
 
+namespace {
+// The world size of a resolved shape; a size below 1 (an unresolved dp of 0) is refused, where
+// it would divide by zero.
+int resolved_world(const MeshShape& s) {
+  int world = 1;
+  for (Dim d : kOrder) {
+    if (s[d] < 1)
+      topo::fail("mesh " + s.to_string() + ": " + std::string(dim_name(d)) + "=" +
+                 std::to_string(s[d]) + " is not resolved (call resolved(world) first)");
+    world *= s[d];
+  }
+  return world;
+}
+}  // namespace
+
 std::array<int, kMeshDims> MeshShape::coords(int world_rank) const {
+  if (const int world = resolved_world(*this); world_rank < 0 || world_rank >= world)
+    topo::fail("mesh " + to_string() + ": rank " + std::to_string(world_rank) +
+               " is out of range [0, " + std::to_string(world) + ")");
   std::array<int, kMeshDims> c{};
   for (Dim d : kOrder) {  // tp fastest
     c[size_t(d)] = world_rank % (*this)[d];
@@ -89,8 +107,7 @@ std::array<int, kMeshDims> MeshShape::coords(int world_rank) const {
 
 std::vector<int> MeshShape::group(int world_rank, std::initializer_list<Dim> dims) const {
   const std::array<int, kMeshDims> mine = coords(world_rank);
-  int world = 1;
-  for (Dim d : kOrder) world *= (*this)[d];
+  const int world = resolved_world(*this);
   std::vector<int> members;
   for (int r = 0; r < world; ++r) {
     const std::array<int, kMeshDims> c = coords(r);
@@ -105,6 +122,10 @@ std::vector<int> MeshShape::group(int world_rank, std::initializer_list<Dim> dim
 
 void validate_mesh(const MeshShape& shape, const JobTopology& job, const MeshOptions& options) {
   const int world = int(job.ranks.size());
+  if (resolved_world(shape) != world)
+    topo::fail("mesh " + shape.to_string() + ": its sizes multiply to " +
+               std::to_string(resolved_world(shape)) + " but the job has " + std::to_string(world) +
+               " ranks");
   size_t largest = 0;
   for (size_t n = 0; n < job.nodes.size(); ++n) largest = std::max(largest, job.ranks_on(n).size());
   if (size_t(shape.tp) > largest && !options.allow_cross_node_tp)
