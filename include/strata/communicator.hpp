@@ -108,7 +108,11 @@ class Communicator {
   /// input and output: size() blocks of count/size() elements; block j of input goes to rank j,
   /// and block i of output comes from rank i.
   Work all_to_all(Buffer input, Buffer output);
-  /// Like all_to_all with per-peer counts and displacements (in elements).
+  /// Like all_to_all with per-peer counts and displacements (in elements): send_counts[j]
+  /// elements from send_displs[j] go to rank j, whose recv_counts for this rank must match
+  /// (else both ranks fail naming each other); send_counts[rank()] == recv_counts[rank()].
+  /// Every block must fit its buffer, receive blocks must not overlap, and input and output must
+  /// not overlap (no in-place).
   Work all_to_allv(Buffer input, const std::vector<size_t>& send_counts,
                    const std::vector<size_t>& send_displs, Buffer output,
                    const std::vector<size_t>& recv_counts, const std::vector<size_t>& recv_displs);

@@ -172,6 +172,18 @@ Work all_to_all_impl(Communicator::Impl& c, Buffer in, const std::vector<size_t>
                  ") does not fit the output's " + std::to_string(out.count) + " elements");
     }
   }
+  // Two receive blocks over the same elements would leave whichever arrived last there.
+  std::vector<size_t> by_start;
+  for (size_t i = 0; i < n; ++i)
+    if (rc[i] > 0) by_start.push_back(i);
+  std::sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) { return rd[a] < rd[b]; });
+  for (size_t k = 1; k < by_start.size(); ++k) {
+    const size_t a = by_start[k - 1], b = by_start[k];
+    if (rd[a] + rc[a] > rd[b]) {
+      check.fail("receive blocks for ranks " + std::to_string(a) + " (" + block(rc[a], rd[a]) +
+                 ") and " + std::to_string(b) + " (" + block(rc[b], rd[b]) + ") overlap");
+    }
+  }
   if (sc[c.rank] != rc[c.rank]) {
     check.fail("send_counts[rank] (" + std::to_string(sc[c.rank]) + ") != recv_counts[rank] (" +
                std::to_string(rc[c.rank]) + ")");

@@ -151,6 +151,15 @@ TEST(BadArguments, CountsThatOverflowTheirBytesAreRefused) {
                ErrorCode::invalid_argument,
                {"send block for rank 0 (18446744073709551615 elements from element 0 (a negative "
                 "number, read as unsigned?)) does not fit the input's"});
+  // Receive blocks over the same elements: the data would depend on which arrived last.
+  if (w.size() > 1) {
+    std::vector<size_t> overlapping = displs;
+    overlapping[1] = 0;
+    expect_error([&] { w.all_to_allv(buffer(v), ones, displs, buffer(v), ones, overlapping); },
+                 ErrorCode::invalid_argument,
+                 {"receive blocks for ranks 0 (1 elements from element 0) and 1 (1 elements from "
+                  "element 0) overlap"});
+  }
 }
 
 // Creation's own arguments: each problem named, the rank included when it is the problem.
