@@ -150,6 +150,8 @@ class GradBucketer {
 };
 
 /// AdamW as torch.optim.AdamW, with clipping by the global gradient norm (0: no clipping).
+/// Checked by the engine: lr, weight_decay and max_grad_norm (0: no clipping) finite and >= 0,
+/// beta1 and beta2 in [0, 1), eps finite and > 0.
 struct AdamWOptions {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
   float max_grad_norm = 0.0f;

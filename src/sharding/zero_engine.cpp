@@ -8,6 +8,20 @@ ZeroEngine::Impl::Impl(Communicator comm, std::vector<TensorSpec> tensors, ZeroO
     : comm_(std::move(comm)), layout_(std::move(tensors), comm_.size()), opt_(o) {
   if (o.stage < 0 || o.stage > 3)
     fail("ZeroEngine", comm_.rank(), "stage " + std::to_string(o.stage) + " (expected 0-3)");
+  // Refused here, not met as NaN parameters: beta = 1 makes Adam's bias correction 1 - 1^t = 0.
+  const AdamWOptions& a = o.adamw;
+  const auto refuse = [&](const char* name, float v, const char* range) {
+    fail("ZeroEngine", comm_.rank(),
+         std::string("adamw.") + name + " = " + std::to_string(v) + " (expected " + range + ")");
+  };
+  if (!(a.lr >= 0.0f) || !std::isfinite(a.lr)) refuse("lr", a.lr, "finite, >= 0");
+  if (!(a.beta1 >= 0.0f && a.beta1 < 1.0f)) refuse("beta1", a.beta1, "in [0, 1)");
+  if (!(a.beta2 >= 0.0f && a.beta2 < 1.0f)) refuse("beta2", a.beta2, "in [0, 1)");
+  if (!(a.eps > 0.0f) || !std::isfinite(a.eps)) refuse("eps", a.eps, "finite, > 0");
+  if (!(a.weight_decay >= 0.0f) || !std::isfinite(a.weight_decay))
+    refuse("weight_decay", a.weight_decay, "finite, >= 0");
+  if (!(a.max_grad_norm >= 0.0f) || !std::isfinite(a.max_grad_norm))
+    refuse("max_grad_norm", a.max_grad_norm, "finite, >= 0; 0: no clipping");
   const size_t owned = o.stage == 0 ? layout_.padded_numel() : layout_.shard_numel();
   if (o.offload.params && (o.stage != 3 || o.offload.optimizer_dir.empty()))
     fail("ZeroEngine", comm_.rank(),

@@ -28,6 +28,39 @@ void train(const shtest::Mlp& m, ZeroEngine& e, int first_step, int steps) {
     shtest::train_step(m, e, s, w.rank(), w.size());
 }
 
+// Options that would train to NaN (beta = 1: Adam's bias correction 1 - 1^t = 0) or make no
+// sense are refused when the engine is made, naming the field, its value and the range.
+TEST(Zero, AdamWOptionsOutsideTheirRangesAreRefused) {
+  const shtest::Mlp m;
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::pair<float strata::AdamWOptions::*, std::string> fields[] = {
+      {&strata::AdamWOptions::lr, "lr"},
+      {&strata::AdamWOptions::beta1, "beta1"},
+      {&strata::AdamWOptions::beta2, "beta2"},
+      {&strata::AdamWOptions::eps, "eps"},
+      {&strata::AdamWOptions::weight_decay, "weight_decay"},
+      {&strata::AdamWOptions::max_grad_norm, "max_grad_norm"}};
+  for (const auto& [field, name] : fields) {
+    for (float bad :
+         {nan, inf, -1.0f, name.starts_with("beta") ? 1.0f : nan, name == "eps" ? 0.0f : nan}) {
+      ZeroOptions o = options(1);
+      o.adamw.*field = bad;
+      try {
+        ZeroEngine e(mp::world(), m.specs(), o);
+        ADD_FAILURE() << "engine built with adamw." << name << " = " << bad;
+      } catch (const strata::Error& e) {
+        EXPECT_EQ(e.code(), strata::ErrorCode::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("adamw." + name + " = "), std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  ZeroOptions edges = options(1);  // the ends of the ranges that are allowed
+  edges.adamw.beta1 = edges.adamw.beta2 = 0.0f;
+  edges.adamw.lr = edges.adamw.weight_decay = edges.adamw.max_grad_norm = 0.0f;
+  ZeroEngine accepted(mp::world(), m.specs(), edges);
+}
+
 TEST(Zero, EveryStageMatchesTheSingleProcessReferenceAfterFiveSteps) {
   auto& w = mp::world();
   shtest::Mlp m;
