@@ -13,24 +13,15 @@
 #include <vector>
 
 #include "strata/sharding.hpp"
+#include "trainer/validate/rounding.hpp"
 
 namespace numerics {
 
-/// float32's unit roundoff: the largest relative error of one rounded operation.
-inline constexpr double kUnit = 0x1p-24;
-
-/// Bound on the norm-wise relative difference of two float32 results that add the same `terms`
-/// terms per element in different orders, compounded over `steps` optimizer steps. Rounding
-/// errors are independent and of mean zero, so a sum of n terms is within lambda sqrt(n) u of the
-/// exact one, relative to the sum of its |terms|, but with probability 2 exp(-lambda^2 / 2)
-/// (Higham and Mary, "A new approach to probabilistic rounding error analysis", SISC 2019; the
-/// worst case n u is never approached). kMargin = lambda 8 (2e-14) x 2 (two orders, each off the
-/// exact sum) x 4 (sum |x| / |sum x|, norm-wise over a tensor). A planted error (a wrong slice,
-/// a skipped reduction) stays 22x to 7,000x above it (Planted.*, trainer/parallel_test.cpp).
-inline constexpr double kMargin = 64;
-inline double reorder_bound(double terms, double steps = 1) {
-  return kMargin * std::sqrt(std::max(1.0, terms)) * steps * kUnit;
-}
+// float32's unit roundoff and the reordering bound (trainer/validate/rounding.hpp: validate
+// holds gradient norms to the same bound).
+using gpt::kMargin;
+using gpt::kUnit;
+using gpt::reorder_bound;
 
 /// The bound for the mean of n results (a loss over n tokens) each within `bound`, whose rounding
 /// errors are independent: they shrink by sqrt(n), as above.

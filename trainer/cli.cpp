@@ -83,7 +83,8 @@ output:
 state:     --save DIR  --save-every N (default 0: at the end only)  --resume DIR
 data:      --data FILE (default: the bundled tiny shakespeare; STRATA_GPT_DATA overrides)
 validate:
-  --tolerance X        largest relative loss difference from one rank (default 1e-5)
+  --tolerance X        largest relative loss difference from one rank (default 1e-5); the
+                       gradient norm's bound is derived (docs/trainer.md)
   --layouts L1,L2,...  e.g. tp2.pp2.dp2,pp4.interleaved,ep2.dp2,cp2.a2a (default: every
                        layout the world allows; with --experts, the ep layouts too)
   --report DIR         write the certification report there (Markdown + SVG)

@@ -85,6 +85,7 @@ gpt::Report make_report() {
   r.command_line = "strata-run -n 8 strata-gpt validate --config tiny --report out";
   r.seed = 1337, r.model = "L 4, H 4, C 32, T 16, V 65, 53472 parameters";
   r.ranks = 8, r.steps = 6, r.global_batch = 16, r.tolerance = 1e-5;
+  r.grad_norm_tolerance = 1.2e-3;
   r.nodes = {{"node-a", {0, 1, 2, 3}, "AMD EPYC 7B13 64-Core Processor", 2, 4},
              {"node-b<&>", {4, 5, 6, 7}}};
   r.links = {{"nvlink", 300, 281.5, 2, 0, 1, 12}, {"ib", 12, -1, 5, 0, 4, 16}};
@@ -101,7 +102,8 @@ gpt::Report make_report() {
               {"pp", {{0, 4}, {1, 5}, {2, 6}, {3, 7}}},
               {"dp", {{0, 2}, {1, 3}, {4, 6}, {5, 7}}}};
   a.losses = curve(0);
-  a.max_rel_diff = 0, a.bit_identical = true, a.replicas_identical = true;
+  a.max_rel_diff = 0, a.grad_norm_rel_diff = 4e-6, a.bit_identical = true;
+  a.replicas_identical = true;
   a.formulas_match = true, a.step_ms = 7.5;
   a.stages = {stage(0, 0.21, 0.2), stage(1, 0.25, 0.2)};
   a.bandwidth = {probe("tp", {0, 1}, 150, "nvlink", 300), probe("pp", {0, 4}, 10, "ib", 12)};
@@ -113,7 +115,8 @@ gpt::Report make_report() {
   b.groups = {{"tp", {{0, 1}, {2, 3}, {4, 5}, {6, 7}}}, {"dp", {{0, 2, 4, 6}, {1, 3, 5, 7}}}};
   b.losses = curve(0);
   b.losses.back() = 3.1701f;  // shown as the shortest text of the float
-  b.max_rel_diff = 3.1e-8, b.bit_identical = false, b.replicas_identical = true;
+  b.max_rel_diff = 3.1e-8, b.grad_norm_rel_diff = 2e-3, b.bit_identical = false;
+  b.replicas_identical = true;
   b.formulas_match = true, b.step_ms = 5.25;
   b.stages = {stage(0, 0.02, 0)};
   b.bandwidth = {probe("tp", {0, 1}, 0.4, "ib", 12), probe("dp", {0, 2, 4, 6}, 11, "ib", 12)};
@@ -162,8 +165,10 @@ TEST(Report, FailVerdictNamesTheLayoutAndTheReason) {
   const std::string first_lines = md.substr(0, md.find("## Summary"));
   EXPECT_EQ(md.rfind("# strata-gpt validate: tiny, 8 ranks\n", 0), 0u);
   EXPECT_NE(first_lines.find("**FAIL**: 1 of 2 layouts failed."), std::string::npos) << first_lines;
-  EXPECT_NE(first_lines.find("- **tp2.dp4.zero1**: bandwidth: tp all_reduce on ranks {0, 1} "
-                             "reached 0.4 GB/s, needs >= 5% of 12.0 GB/s (ib)\n"),
+  EXPECT_NE(first_lines.find("- **tp2.dp4.zero1**: gradient norm differs from the reference: "
+                             "max relative difference 2.00e-03 > tolerance 1.20e-03; bandwidth: "
+                             "tp all_reduce on ranks {0, 1} reached 0.4 GB/s, needs >= 5% of "
+                             "12.0 GB/s (ib)\n"),
             std::string::npos)
       << first_lines;
   EXPECT_EQ(first_lines.find("tp2.pp2.1f1b.dp2"),
@@ -222,10 +227,14 @@ TEST(Report, CellsHoldTheExactFigures) {
       md.find("| 1 | 213888 | 213888 | 213888 | 213888 | 213888 | 213888 | 1048577 | yes |\n"),
       std::string::npos);
   // Numerics and provenance.
-  EXPECT_NE(md.find("| tp2.dp4.zero1 | 3.10e-08 | yes | no | yes | 3.1701 | **FAIL** |\n"),
-            std::string::npos);
+  EXPECT_NE(md.find("| tp2.pp2.1f1b.dp2 | 0 | 4.00e-06 | yes | yes | yes | "), std::string::npos);
+  EXPECT_NE(
+      md.find("| tp2.dp4.zero1 | 3.10e-08 | 2.00e-03 | **no** | no | yes | 3.1701 | **FAIL** |\n"),
+      std::string::npos)
+      << md.substr(md.find("## Numerics"), 900);
   EXPECT_NE(md.find("| seed | 1337 |\n"), std::string::npos);
   EXPECT_NE(md.find("| tolerance | 1.00e-05 |\n"), std::string::npos);
+  EXPECT_NE(md.find("| gradient norm tolerance | 1.20e-03 |\n"), std::string::npos);
   EXPECT_NE(md.find("| wall time | 83.4 s |\n"), std::string::npos);
   EXPECT_NE(md.find("| kernel | Linux 6.1.0-28-amd64 |\n"), std::string::npos);
   EXPECT_NE(md.find("| UCX | 1.13.1 |\n| OpenBLAS | OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell |\n"),

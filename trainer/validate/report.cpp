@@ -38,8 +38,9 @@ std::string summary_md(const Report& r) {
   std::string o = "# " + md(r.title) + "\n\n";
   if (report_passes(r)) {
     o += "**PASS**: all " + std::to_string(r.layouts.size()) + " layouts passed: losses within " +
-         rel_diff(r.tolerance) +
-         " of one rank's, replicas bit-identical, traffic and memory equal to their formulas, "
+         rel_diff(r.tolerance) + " of one rank's, gradient norms within " +
+         rel_diff(r.grad_norm_tolerance) +
+         ", replicas bit-identical, traffic and memory equal to their formulas, "
          "bandwidth as the topology promises.\n\n";
   } else {
     o += "**FAIL**: " + std::to_string(failed) + " of " + std::to_string(r.layouts.size()) +
@@ -47,7 +48,7 @@ std::string summary_md(const Report& r) {
     if (failed == 0) o += " (the run itself was marked failed)";
     o += ".\n\n";
     for (const ReportLayout& l : r.layouts) {
-      const std::vector<std::string> why = failure_reasons(l, r.tolerance);
+      const std::vector<std::string> why = failure_reasons(l, r);
       if (why.empty()) continue;
       o += "- **" + md(l.name) + "**: ";
       for (size_t i = 0; i < why.size(); ++i) o += (i ? "; " : "") + md(why[i]);
@@ -109,7 +110,7 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
   if (l.ep > 1) o += ", ep " + std::to_string(l.ep);
   o += ", dp " + std::to_string(l.dp) + ", ZeRO stage " + std::to_string(l.zero_stage) + ", " +
        count_of(l.micro_batches, "micro-batch", "micro-batches") + ".\n\n";
-  for (const std::string& why : failure_reasons(l, r.tolerance)) o += "- fails: " + md(why) + "\n";
+  for (const std::string& why : failure_reasons(l, r)) o += "- fails: " + md(why) + "\n";
   if (!l.pass) o += "\n";
 
   o += "Mesh: every group's world ranks.\n\n| dim | groups | ranks |\n|---|--:|---|\n";
@@ -175,17 +176,20 @@ std::string layout_md(const Report& r, const ReportLayout& l, size_t index,
 std::string numerics_md(const Report& r) {
   std::string o = "## Numerics\n\n";
   o += "Tolerance: max over steps of |loss - reference| / reference <= " + rel_diff(r.tolerance) +
-       ".\n\n| layout | max rel. diff | within tolerance | bit-identical | replicas identical | "
-       "final loss | result |\n|---|--:|---|---|---|--:|---|\n";
+       "; of the gradient norm before clipping <= " + rel_diff(r.grad_norm_tolerance) +
+       " (rounding of sums reordered over the steps).\n\n| layout | max rel. diff | "
+       "grad norm rel. diff | within tolerance | bit-identical | replicas identical | final loss "
+       "| result |\n|---|--:|--:|---|---|---|--:|---|\n";
   auto final_loss = [](const std::vector<float>& v) {
     return v.empty() ? std::string("-") : exact(v.back());
   };
-  o += "| reference (1 rank) | - | - | - | - | " + final_loss(r.reference_losses) + " | - |\n";
+  o += "| reference (1 rank) | - | - | - | - | - | " + final_loss(r.reference_losses) + " | - |\n";
   for (const ReportLayout& l : r.layouts)
     o += "| " + md(l.name) + " | " + rel_diff(l.max_rel_diff) + " | " +
-         yes_no(l.max_rel_diff <= r.tolerance) + " | " + (l.bit_identical ? "yes" : "no") + " | " +
-         yes_no(l.replicas_identical) + " | " + final_loss(l.losses) + " | " + result(l.pass) +
-         " |\n";
+         rel_diff(l.grad_norm_rel_diff) + " | " +
+         yes_no(l.max_rel_diff <= r.tolerance && l.grad_norm_rel_diff <= r.grad_norm_tolerance) +
+         " | " + (l.bit_identical ? "yes" : "no") + " | " + yes_no(l.replicas_identical) + " | " +
+         final_loss(l.losses) + " | " + result(l.pass) + " |\n";
   o += "\nThe curves should lie on one another:\n\n![losses](losses.svg)\n\n";
   o += "Pipeline bubble per layout and stage against the schedule's ideal:\n\n"
        "![bubble](bubble.svg)\n\n";
@@ -203,6 +207,7 @@ std::string provenance_md(const Report& r) {
       {"kernel", r.kernel},
       {"seed", std::to_string(r.seed)},
       {"tolerance", rel_diff(r.tolerance)},
+      {"gradient norm tolerance", rel_diff(r.grad_norm_tolerance)},
       {"model", r.model},
       {"ranks", std::to_string(r.ranks)},
       {"steps", std::to_string(r.steps)},

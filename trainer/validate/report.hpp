@@ -80,6 +80,7 @@ struct ReportLayout {
   std::vector<ReportGroup> groups;  ///< the mesh, per dimension
   std::vector<float> losses;        ///< per step
   double max_rel_diff = 0;          ///< against the reference, over every step
+  double grad_norm_rel_diff = 0;    ///< of the gradient norm before clipping, the same way
   bool bit_identical = false;       ///< losses bit-identical to the reference's
   bool replicas_identical = false;  ///< dp copies, tp-replicated tensors, tied embeddings
   bool formulas_match = false;      ///< traffic and memory equal their formulas on every rank
@@ -100,7 +101,8 @@ struct Report {
   uint64_t seed = 0;
   std::string model;  ///< "L 4, H 4, C 32, T 16, V 65, 53472 parameters"
   int ranks = 0, steps = 0, global_batch = 0;
-  double tolerance = 0;
+  double tolerance = 0;            ///< of the losses, relative, every step
+  double grad_norm_tolerance = 0;  ///< of the gradient norms (rounding.hpp: reorder_bound)
   std::vector<ReportNode> nodes;
   std::vector<ReportLink> links;
   std::vector<float> reference_losses;

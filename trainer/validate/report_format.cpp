@@ -135,12 +135,17 @@ std::string fence_for(const std::string& s) {
 // ---- Verdicts.
 
 // Why a layout failed, from the fields that say so; empty when it passed.
-std::vector<std::string> failure_reasons(const ReportLayout& l, double tolerance) {
+std::vector<std::string> failure_reasons(const ReportLayout& l, const Report& r) {
+  const double tolerance = r.tolerance;
   std::vector<std::string> why;
   if (l.pass) return why;
   if (!(l.max_rel_diff <= tolerance))
     why.push_back("loss differs from the reference: max relative difference " +
                   rel_diff(l.max_rel_diff) + " > tolerance " + rel_diff(tolerance));
+  if (!(l.grad_norm_rel_diff <= r.grad_norm_tolerance))
+    why.push_back("gradient norm differs from the reference: max relative difference " +
+                  rel_diff(l.grad_norm_rel_diff) + " > tolerance " +
+                  rel_diff(r.grad_norm_tolerance));
   if (!l.replicas_identical) why.push_back("replicas are not bit-identical");
   if (!l.formulas_match) why.push_back("traffic or memory differs from its formula");
   for (const ReportBandwidth& b : l.bandwidth) {

@@ -32,7 +32,7 @@ double worst_bubble(const ReportLayout& l);
 std::string md(const std::string& s);
 std::string xml(const std::string& s);
 std::string fence_for(const std::string& s);
-std::vector<std::string> failure_reasons(const ReportLayout& l, double tolerance);
+std::vector<std::string> failure_reasons(const ReportLayout& l, const Report& r);
 size_t failed_layouts(const Report& r);
 bool report_passes(const Report& r);
 /// The report's nodes, plus one "(no node listed)" holding `more` ranks no node lists.
