@@ -30,6 +30,10 @@ TEST(Types, F16KnownBitPatterns) {
   EXPECT_FLOAT_EQ(to_float(f16_t{0x3555}), 0.33325195f);
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even -> 1.
   EXPECT_EQ(to_f16(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);
+  // Rounding up (a truncating conversion would give 0x3c01 and 0x3c00): 1 + 3 * 2^-11 is a tie
+  // between 0x3c01 and 0x3c02, to even; 1 + 2^-11 + 2^-20 lies just above the first tie.
+  EXPECT_EQ(to_f16(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);
+  EXPECT_EQ(to_f16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)).bits, 0x3c01);
 }
 
 TEST(Types, Bf16KnownBitPatterns) {

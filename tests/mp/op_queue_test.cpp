@@ -65,11 +65,11 @@ TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
   auto& w = mp::world();
   std::vector<int64_t> v(100000, w.rank() + 1);
   std::atomic<int> calls{0};
-  std::atomic<int64_t> seen{0};
+  std::vector<int64_t> seen;  // the whole result as the callback found it
   Work op = w.all_reduce(buffer(v), ReduceOp::sum);
   op.on_complete([&] {
-    seen = v[v.size() - 1];
-    calls.fetch_add(1);
+    seen = v;
+    calls.fetch_add(1);  // releases `seen` to the test thread
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (calls.load() == 0 && std::chrono::steady_clock::now() < until) {
@@ -77,7 +77,7 @@ TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
   }
   op.wait();
   EXPECT_EQ(calls.load(), 1);
-  EXPECT_EQ(seen.load(), int64_t(w.size()) * (w.size() + 1) / 2);
+  EXPECT_EQ(seen, std::vector<int64_t>(v.size(), int64_t(w.size()) * (w.size() + 1) / 2));
   // Registered after completion: runs at once, on this thread.
   int late = 0;
   op.on_complete([&] { ++late; });

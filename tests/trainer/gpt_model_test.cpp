@@ -179,9 +179,29 @@ TEST(Model, InitialisationIsDeterministicAndGpt2Shaped) {
   EXPECT_EQ(gpt::init_tensor(c, 1337, 0), gpt::init_tensor(c, 1337, 0));
   EXPECT_NE(gpt::init_tensor(c, 1337, 0), gpt::init_tensor(c, 1338, 0));
   EXPECT_NE(gpt::init_tensor(c, 1337, 4)[0], gpt::init_tensor(c, 1337, 16)[0]);  // two attn_w
-  // Known values pin the generator, so every build and platform starts from the same model.
+  // Known values pin the generator, so every build and platform starts from the same model:
+  // SplitMix64 as published (Vigna, prng.di.unimi.it/splitmix64.c; its first output from state 0
+  // below) keyed by seed and tensor, then Box-Muller, as gpt_config.cpp documents it; and the
+  // first values of wte as this generator gave them when the test was written.
+  const auto mix = [](uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  ASSERT_EQ(mix(0), 0xE220A8397B1DCDAFull);
   const auto wte = gpt::init_tensor(c, 1337, 0);
-  std::printf("init wte[0..2] = %.9g %.9g %.9g\n", wte[0], wte[1], wte[2]);
+  const uint64_t key = mix(mix(1337) ^ 0xA24BAED4963EE407ull);  // tensor 0
+  for (size_t i = 0; i < 3; ++i) {
+    const double u1 = double((mix(key + 2 * i) >> 11) + 1) * 0x1.0p-53;
+    const double u2 = double(mix(key + 2 * i + 1) >> 11) * 0x1.0p-53;
+    const float want =
+        float(0.02 * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586476925 * u2));
+    EXPECT_EQ(wte[i], want) << "wte[" << i << "]";
+  }
+  EXPECT_EQ(wte[0], -0.012787452f);
+  EXPECT_EQ(wte[1], 0.00946033746f);
+  EXPECT_EQ(wte[2], 0.0264679715f);
 }
 
 TEST(Model, LossAtInitIsUniform) {
