@@ -11,6 +11,7 @@ runs everywhere).
 """
 
 import copy
+import math
 import os
 
 import pytest
@@ -75,7 +76,8 @@ def test_all_reduce_every_op_and_dtype(device, op, dtype):
     dist.all_reduce(t, op=reduce_op(op))
     assert t.data_ptr() == ptr
     want = reference(op, [data(r, N, dtype, op) for r in range(size())], dtype)
-    assert_equal(t.cpu(), want)
+    # NCCL may average and premultiply in the narrow type; the staged path reduces as the host.
+    assert_equal(t.cpu(), want, exact=not on_nccl() or op not in ("AVG", "PREMUL_SUM"))
 
 
 @gpu
@@ -253,10 +255,13 @@ def test_ddp_on_cuda_reaches_gloos_parameters(device, gloo):
             loss.backward()
             opt.step()
     got, want = (dict(models[k].module.named_parameters()) for k in ("strata", "gloo"))
+    # The ranks' gradients summed in another order over 3 steps: per tensor, within the bound of
+    # tests/numerics.hpp (64 sqrt(terms) steps u; 16 rows a rank), not element by element.
+    bound = 64 * math.sqrt(16 * size()) * 3 * 2.0**-24
     for k in want:
-        # Two or four ranks' gradients summed in another order: a few units in the last place.
-        torch.testing.assert_close(got[k].detach().cpu(), want[k].detach().cpu(),
-                                   rtol=1e-5, atol=1e-6)
+        a, b = got[k].detach().cpu().double(), want[k].detach().cpu().double()
+        rel = float((a - b).norm() / b.norm())
+        assert rel <= bound, f"{k}: ||strata - gloo|| / ||gloo|| = {rel:.3g} > {bound:.3g}"
 
 
 @gpu
