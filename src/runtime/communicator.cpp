@@ -40,9 +40,14 @@ void root_checks(Communicator::Impl& c, const char* op, int root, Buffer data, i
 
 namespace runtime {
 
-Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl) {
+Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl,
+                            std::source_location from) {
   if (!impl) {
-    throw Error(ErrorCode::invalid_argument, {},
+    // "strata::Work strata::Communicator::all_reduce(...)": the method's name, for the error.
+    std::string_view f = from.function_name();
+    if (const size_t at = f.find("Communicator::"); at != f.npos) f.remove_prefix(at + 14);
+    f = f.substr(0, f.find('('));
+    throw Error(ErrorCode::invalid_argument, {.op = std::string(f)},
                 "operation on an empty Communicator (default-constructed, or split with a "
                 "negative color)");
   }

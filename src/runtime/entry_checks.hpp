@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <source_location>
 
 #include "runtime/argument_checks.hpp"
 #include "runtime/communicator_impl.hpp"
@@ -11,8 +12,9 @@
 namespace strata::runtime {
 
 /// `impl`, or a clear error for an empty Communicator (default-constructed, or split with a
-/// negative color).
-Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl);
+/// negative color) naming the method called (`from`: where the call was made).
+Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl,
+                            std::source_location from = std::source_location::current());
 
 /// Where a call's buffers live: one kind for the whole call (`check` fails a call that mixes
 /// host and CUDA memory). A buffer of 0 elements (a non-root's ignored one) does not count.
