@@ -92,8 +92,9 @@ ErrorContext Communicator::Impl::context(const char* op, int peer) {
   return ErrorContext{rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
 }
 
-runtime::Checker Communicator::Impl::checker(const char* op, int peer) const {
-  return {rank, name, op, int64_t(coll_seq_.load(std::memory_order_relaxed)), peer};
+runtime::Checker Communicator::Impl::checker(const char* op, int peer, bool point_to_point) const {
+  const auto& seq = point_to_point ? p2p_seq_ : coll_seq_;
+  return {rank, name, op, int64_t(seq.load(std::memory_order_relaxed)), peer};
 }
 
 runtime::Op Communicator::Impl::next_collective(const char* op_name, int peer, Buffer data,

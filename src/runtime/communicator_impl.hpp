@@ -29,8 +29,9 @@ class Communicator::Impl {
 
   /// Error context for operation `op` with the sequence number the next collective would get.
   ErrorContext context(const char* op, int peer = -1);
-  /// Checks the arguments of `op`, whose errors carry context(op, peer).
-  runtime::Checker checker(const char* op, int peer = -1) const;
+  /// Checks the arguments of `op`, whose errors carry context(op, peer): the seq of the next
+  /// collective, or with `point_to_point` of the next send or receive (the numbers they get).
+  runtime::Checker checker(const char* op, int peer = -1, bool point_to_point = false) const;
   /// Queues a collective: `body` runs on the executing thread with the transport set up for it.
   /// `data` names the dtype and count the flight recorder and STRATA_CHECK show; `bytes` (per rank)
   /// tells the op queue how soon to start it without a waiting caller. `reduce`: the ReduceOp of a

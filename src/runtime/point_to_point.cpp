@@ -13,7 +13,7 @@ namespace {
 // A send's or receive's checks, shared by send, recv and send_recv; returns the op's checker.
 runtime::Checker check_peer_op(Communicator::Impl& c, const PeerOp& op) {
   const bool sends = op.kind == PeerOp::send;
-  runtime::Checker check = c.checker(sends ? "send" : "recv", op.peer);
+  runtime::Checker check = c.checker(sends ? "send" : "recv", op.peer, true);
   if (sends || op.peer != kAnySource) check.peer(op.peer, c.size, "peer");
   check.buffer(op.buffer, sends ? "input" : "output");
   return check;

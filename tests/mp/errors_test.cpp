@@ -162,6 +162,28 @@ TEST(BadArguments, CountsThatOverflowTheirBytesAreRefused) {
   }
 }
 
+// A send's or receive's argument error carries the number that send or receive would get (they
+// are numbered apart from the collectives), not the next collective's.
+TEST(BadArguments, APeerOpsErrorCarriesItsOwnSequenceNumber) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  Communicator g = w.split(0, w.rank(), CommOptions{.name = "seqs"});
+  for (int i = 0; i < 3; ++i) g.barrier().wait();  // collectives 0-2
+  std::vector<int32_t> v(4, g.rank());
+  const int next = (g.rank() + 1) % g.size(), prev = (g.rank() + g.size() - 1) % g.size();
+  Work r = g.recv(buffer(v), prev);  // this rank's send and receive 0 and 1
+  g.send(buffer(v), next).wait();
+  r.wait();
+  try {
+    g.send(buffer(v), g.size());
+    ADD_FAILURE() << "a send to rank " << g.size() << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().seq, 2) << e.what();
+    EXPECT_EQ(e.where().op, "send") << e.what();
+  }
+  g.barrier().wait();
+}
+
 // Creation's own arguments: each problem named, the rank included when it is the problem.
 TEST(BadArguments, CreateNamesWhatIsWrong) {
   auto& w = mp::world();
