@@ -149,11 +149,13 @@ strataResult_t strataCommIssueFromThisThread(strataComm_t comm);
 strataResult_t strataMemAllocSymmetric(strataComm_t comm, size_t bytes, void** ptr);
 /* Frees what strataMemAllocSymmetric returned; NULL is allowed, another pointer refused. */
 strataResult_t strataMemFreeSymmetric(void* ptr);
+/* The number of ranks in `comm`, and this process's rank in it (0 to count - 1). */
 strataResult_t strataCommCount(const strataComm_t comm, int* count);
 strataResult_t strataCommUserRank(const strataComm_t comm, int* rank);
 
 /* ---- collectives (counts in elements; `work` NULL = blocking) ---- */
 
+/* Every rank receives the reduction of every rank's sendbuff (in place: sendbuff == recvbuff). */
 strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                strataDataType_t datatype, strataRedOp_t op, strataComm_t comm,
                                strataWork_t* work);
@@ -161,6 +163,7 @@ strataResult_t strataAllReduce(const void* sendbuff, void* recvbuff, size_t coun
 strataResult_t strataBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                strataDataType_t datatype, int root, strataComm_t comm,
                                strataWork_t* work);
+/* As strataAllReduce, the result on root only: recvbuff is used on root and ignored elsewhere. */
 strataResult_t strataReduce(const void* sendbuff, void* recvbuff, size_t count,
                             strataDataType_t datatype, strataRedOp_t op, int root,
                             strataComm_t comm, strataWork_t* work);
@@ -187,10 +190,12 @@ strataResult_t strataGather(const void* sendbuff, void* recvbuff, size_t sendcou
 strataResult_t strataScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              strataDataType_t datatype, int root, strataComm_t comm,
                              strataWork_t* work);
+/* Completes on a rank once every rank of `comm` has entered it. */
 strataResult_t strataBarrier(strataComm_t comm, strataWork_t* work);
 
 /* ---- point to point (messages between one pair match in issue order) ---- */
 
+/* Sends count elements to `peer`, a rank of `comm`, matched by its strataRecv from this rank. */
 strataResult_t strataSend(const void* sendbuff, size_t count, strataDataType_t datatype, int peer,
                           strataComm_t comm, strataWork_t* work);
 /* `peer` is a rank of `comm` (no wildcard: a negative peer is strataInvalidArgument). */

@@ -29,9 +29,9 @@ struct CommOptions {
 struct PeerOp {
   enum Kind : uint8_t { send, recv };
   Kind kind = send;
-  Buffer buffer;  ///< the input of a send, the output of a receive
-  int peer = 0;   ///< a rank of the group (kAnySource for a host receive)
-  uint32_t tag = 0;
+  Buffer buffer;     ///< the input of a send, the output of a receive
+  int peer = 0;      ///< a rank of the group (kAnySource for a host receive)
+  uint32_t tag = 0;  ///< messages of one pair match in issue order per tag (0 only on NCCL)
 };
 
 /// Host memory that every rank of a group on one node maps (Communicator::alloc_symmetric):
@@ -72,23 +72,31 @@ class SymmetricBuffer {
 ///  - all_reduce, broadcast, reduce: output.data == input.data;
 ///  - all_gather: input.data == output.data + rank * input.bytes();
 ///  - reduce_scatter: output.data == input.data + rank * output.bytes();
-/// any other overlap is an error. The caller keeps buffers alive until the Work completes.
+///  - gather (on root): input.data == output.data + root * input.bytes();
+///  - scatter (on root): output.data == input.data + root * output.bytes();
+/// any other overlap is an error (all_to_all(v) have no in-place form). The caller keeps buffers
+/// alive until the Work completes.
 ///
 /// Copies of a Communicator share one underlying group.
 class Communicator {
  public:
-  /// Joins the job described by the environment: Open MPI (`mpirun`, OMPI_COMM_WORLD_*) or
-  /// torchrun style (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT). Collective over
-  /// the whole job.
+  /// Joins the job described by the environment: Open MPI (`mpirun`, OMPI_COMM_WORLD_*),
+  /// torchrun style (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; strata-run sets
+  /// them) or Slurm's `srun` (SLURM_PROCID, SLURM_NTASKS, its node list). Collective over the
+  /// whole job.
   static Communicator from_env(const CommOptions& options = {});
   /// Builds a communicator of `size` ranks that meet through `store` (which must be shared by
   /// exactly those ranks, with no other communicator using the same keys).
   static Communicator create(std::shared_ptr<Store> store, int rank, int size,
                              const CommOptions& options = {});
 
+  /// An empty handle: every call on it throws (invalid_argument); see operator bool.
   Communicator() = default;
+  /// This process's rank in the group, 0 to size() - 1.
   int rank() const;
+  /// The number of ranks in the group.
   int size() const;
+  /// The name errors and logs give the group (CommOptions::name).
   const std::string& name() const;
   /// The flight recorder: this communicator's last operations (STRATA_FLIGHT_RECORDER, 128 by
   /// default), oldest first, with sequence number, op, dtype, count, peer or root, state and
@@ -126,10 +134,11 @@ class Communicator {
   Work gather(Buffer input, Buffer output, int root);
   /// root sends block r of input (size() * output.count elements) to rank r.
   Work scatter(Buffer input, Buffer output, int root);
-  /// Point-to-point. Messages between one pair with one tag match in issue order.
+  /// Point-to-point. Messages between one pair with one tag match in issue order. A CUDA buffer
+  /// on NCCL takes tag 0 only (NCCL has no tags; others are refused by name).
   Work send(Buffer input, int peer, uint32_t tag = 0);
-  /// `peer` may be kAnySource: the first message with `tag` from any rank; Work::source() then
-  /// says which rank sent it.
+  /// `peer` may be kAnySource for a host buffer: the first message with `tag` from any rank;
+  /// Work::source() then says which rank sent it.
   Work recv(Buffer output, int peer, uint32_t tag = 0);
   /// Sends and receives that progress together, as NCCL's grouped ncclSend and ncclRecv: where
   /// the group's device calls go by NCCL, the CUDA ones are issued inside one

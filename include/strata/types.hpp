@@ -49,7 +49,8 @@ inline constexpr DataType kLastDataType = DataType::c128;
 
 /// Reduction operator. `avg` is sum divided by the group size (integer types truncate); band,
 /// bor and bxor are bitwise and are defined for integers and boolean only; complex types take
-/// sum, prod and avg only. On boolean, sum and max are "or", prod and min are "and". The values
+/// sum, prod and avg only. On boolean, sum and max are "or", prod and min are "and", and avg is
+/// refused (an average of truth values is not one). The values
 /// are NCCL's and the C ABI's (strataMax is 2), and Python's strata.ReduceOp has them too.
 enum class ReduceOp : uint8_t { sum, prod, max, min, avg, band, bor, bxor };
 /// The last ReduceOp, for range checks.
