@@ -71,7 +71,9 @@ TEST(Exposure, AOneMachineJobListensOnLoopbackOnly) {
   }
   const std::vector<std::string> listening = my_listening_addresses();
   // Rank 0 serves the job's store: finding none means the search below looked at nothing.
-  if (w.rank() == 0) EXPECT_FALSE(listening.empty()) << "rank 0's store listener was not found";
+  if (w.rank() == 0) {
+    EXPECT_FALSE(listening.empty()) << "rank 0's store listener was not found";
+  }
   for (const std::string& a : listening) {
     EXPECT_TRUE(loopback(a)) << "rank " << w.rank() << " listens on " << a
                              << " (hex, /proc/net/tcp*), not on loopback";
