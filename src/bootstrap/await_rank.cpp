@@ -28,8 +28,16 @@ std::optional<Error> reported_failure(Store& store, const ErrorContext& where) {
     const bool known = code == int(ErrorCode::timeout) || code == int(ErrorCode::peer_failure);
     return Error(known ? ErrorCode(code) : ErrorCode::peer_failure, w,
                  "setup failed elsewhere:" + rest);
-  } catch (const Error&) {
-    return std::nullopt;  // no store: nothing to learn from it
+  } catch (const Error& gone) {
+    // A store served by a rank of the job (rank 0, under from_env) that is gone means that
+    // rank's process ended; failing on its own it keeps serving until the others have read its
+    // report (job_store.hpp). So it died first, and a rank that saw its death and exited is an
+    // echo: a rank whose connection to that echo failed must still name the store's host (a
+    // start-up kill of rank 0 had rank 2 name rank 1). Any other store error teaches nothing.
+    if (gone.code() != ErrorCode::peer_failure || gone.where().peer < 0) return std::nullopt;
+    ErrorContext w = where;
+    w.peer = gone.where().peer;
+    return Error(ErrorCode::peer_failure, w, std::string("setup failed and ") + gone.what());
   }
 }
 

@@ -38,7 +38,8 @@ bool in_slices(std::chrono::milliseconds timeout,
                const std::function<bool()>& stop);
 
 /// The failure another rank of the group recorded with report_failure, as an Error at `where`
-/// naming its culprit; nullopt when there is none (or no store to ask).
+/// naming its culprit; when the store is gone and its errors name the rank that served it, that
+/// rank as the culprit; nullopt when there is no report (or a store that names nobody).
 std::optional<Error> reported_failure(Store& store, const ErrorContext& where);
 
 /// Records that this rank's setup failed with `e` (when it names a culprit) for the others'

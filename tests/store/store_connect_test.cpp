@@ -1,5 +1,7 @@
 // How a TCP store client connects: retries until the server is up, through a handshake closed
 // unanswered, past a socket connected to itself, and a deadline naming the address.
+#include "bootstrap/await_rank.hpp"
+#include "bootstrap/job_store.hpp"
 #include "tests/store/store_helpers.hpp"
 
 using namespace store_test;
@@ -114,4 +116,30 @@ TEST(TcpStore, ConnectingToNothingTimesOutNamingTheAddress) {
   EXPECT_GE(since(t0), 300ms);
   EXPECT_LT(since(t0), 3s);
   EXPECT_TRUE(contains(msg, "127.0.0.1:" + std::to_string(port))) << msg;
+}
+
+// A rank whose setup failed asks the store who failed first (bootstrap::reported_failure). When
+// the store rank 0 served is gone, rank 0 died, and it is the culprit whatever peer this rank
+// saw fail (kill_test caught rank 2 naming rank 1, which had seen rank 0 die and exited); a
+// store served outside the job names nobody, and the rank keeps its own finding.
+TEST(JobStore, AGoneStoreNamesTheRankThatServedIt) {
+  const ErrorContext where{.rank = 2, .group = "world", .op = "barrier", .peer = 1};
+  for (const bool outside : {false, true}) {
+    SCOPED_TRACE(outside ? "served outside the job" : "served by rank 0");
+    auto server = std::make_unique<TcpStoreServer>(opts(0));
+    auto store = bootstrap::make_job_store(nullptr, opts(server->port()), outside);
+    EXPECT_FALSE(bootstrap::reported_failure(*store, where).has_value());  // nobody reported
+    server.reset();
+    const auto report = bootstrap::reported_failure(*store, where);
+    if (outside) {
+      EXPECT_FALSE(report.has_value());
+      continue;
+    }
+    ASSERT_TRUE(report.has_value());
+    EXPECT_EQ(report->code(), ErrorCode::peer_failure);
+    EXPECT_EQ(report->where().peer, 0);
+    EXPECT_EQ(report->where().rank, 2);
+    EXPECT_EQ(report->where().op, "barrier");
+    EXPECT_TRUE(contains(report->what(), "served by rank 0, is gone")) << report->what();
+  }
 }
