@@ -29,7 +29,8 @@ struct CostEstimate {
 /// "all_gather", "all_to_all", "broadcast", ...; STRATA_ALGO honoured) and its modelled seconds.
 /// `bytes`: the data one rank holds in all (all_reduce's buffer, all_gather's output,
 /// reduce_scatter's and all_to_all's input). Throws strata::Error(invalid_argument) for an
-/// unknown collective or a shape without ranks.
+/// unknown collective, a shape without ranks, or a link the group uses (intra when a node holds
+/// two ranks, inter across nodes) without a bandwidth above 0 or with a negative latency.
 CostEstimate estimate_cost(std::string_view collective, const GroupShape& g, size_t bytes);
 
 }  // namespace strata

@@ -131,7 +131,8 @@ class DiLoCo {
   int island_index() const;
   /// Inner steps taken (a joiner counts from the running islands' count).
   int64_t inner_steps() const;
-  /// Fragment f's engine units [first, last].
+  /// Fragment f's engine units [first, last]. Throws strata::Error(invalid_argument) for an f
+  /// outside 0..fragments-1.
   std::pair<size_t, size_t> fragment_units(int f) const;
   const OuterStats& stats() const;
   const DiLoCoOptions& options() const;

@@ -67,8 +67,11 @@ class FlatBuffer {
   explicit FlatBuffer(FlatLayout layout);
   const FlatLayout& layout() const { return layout_; }
   std::span<float> data() { return data_; }
+  /// Tensor `tensor`'s elements. Throws strata::Error(invalid_argument) for a tensor the layout
+  /// lacks.
   std::span<float> view(size_t tensor);
-  /// `rank`'s block of unit u.
+  /// `rank`'s block of unit u. Throws strata::Error(invalid_argument) for a unit or rank the
+  /// layout lacks.
   std::span<float> block(size_t unit, int rank);
 
  private:

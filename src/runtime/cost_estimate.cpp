@@ -1,5 +1,7 @@
 // strata::estimate_cost: the choice and the cost model of src/algorithms on a group described by
 // its shape instead of measured at creation (include/strata/cost.hpp).
+#include <cmath>
+
 #include "algorithms/registry.hpp"
 #include "strata/cost.hpp"
 
@@ -12,6 +14,21 @@ CostEstimate estimate_cost(std::string_view collective, const GroupShape& g, siz
                 "a group of " + std::to_string(g.ranks) + " ranks on " + std::to_string(g.nodes) +
                     " nodes (needs 1 <= nodes <= ranks)");
   }
+  // A Link's defaults (0 GB/s) model nothing: a link the group uses must say its speed, or
+  // every cost would come out infinite.
+  auto check_link = [&](const Link& l, const char* which) {
+    if (!(l.bandwidth_gbs > 0) || !std::isfinite(l.bandwidth_gbs) || !(l.latency_us >= 0) ||
+        !std::isfinite(l.latency_us)) {
+      throw Error(ErrorCode::invalid_argument, where,
+                  std::string("the ") + which + " link of a group of " + std::to_string(g.ranks) +
+                      " ranks on " + std::to_string(g.nodes) + " nodes has " +
+                      std::to_string(l.bandwidth_gbs) + " GB/s and " +
+                      std::to_string(l.latency_us) +
+                      " us (needs a finite bandwidth above 0 and a latency of 0 or more)");
+    }
+  };
+  if (g.ranks > g.nodes) check_link(g.intra, "intra-node");
+  if (g.nodes > 1) check_link(g.inter, "inter-node");
   for (size_t i = 0; i < algo::kCollectives; ++i) {
     const auto c = algo::Collective(i);
     if (algo::collective_name(c) != collective) continue;

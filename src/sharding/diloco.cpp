@@ -226,7 +226,13 @@ int64_t DiLoCo::inner_steps() const { return impl_->inner; }
 DiLoCo::DiLoCo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::pair<size_t, size_t> DiLoCo::fragment_units(int f) const {
-  const Impl::Fragment& fr = impl_->fragments.at(size_t(f));
+  if (f < 0 || size_t(f) >= impl_->fragments.size()) {
+    sharding::fail("DiLoCo::fragment_units", -1,
+                   "fragment " + std::to_string(f) + " of " +
+                       std::to_string(impl_->fragments.size()) + " (fragments are 0.." +
+                       std::to_string(impl_->fragments.size() - 1) + ")");
+  }
+  const Impl::Fragment& fr = impl_->fragments[size_t(f)];
   return {fr.first_unit, fr.last_unit};
 }
 const OuterStats& DiLoCo::stats() const { return impl_->stats; }

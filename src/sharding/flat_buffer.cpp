@@ -48,11 +48,22 @@ FlatBuffer::FlatBuffer(FlatLayout layout)
     : layout_(std::move(layout)), data_(layout_.padded_numel(), 0.0f) {}
 
 std::span<float> FlatBuffer::view(size_t tensor) {
+  if (tensor >= layout_.tensors().size()) {
+    sharding::fail("FlatBuffer::view", -1,
+                   "tensor " + std::to_string(tensor) + " of a layout of " +
+                       std::to_string(layout_.tensors().size()) + " tensors");
+  }
   return std::span<float>(data_).subspan(layout_.tensor_offset(tensor),
                                          layout_.tensors()[tensor].numel());
 }
 
 std::span<float> FlatBuffer::block(size_t unit, int rank) {
+  if (unit >= layout_.num_units() || rank < 0 || rank >= layout_.world_size()) {
+    sharding::fail("FlatBuffer::block", rank,
+                   "block of unit " + std::to_string(unit) + " and rank " + std::to_string(rank) +
+                       " of a layout of " + std::to_string(layout_.num_units()) + " units over " +
+                       std::to_string(layout_.world_size()) + " ranks");
+  }
   return std::span<float>(data_).subspan(layout_.block_offset(unit, rank),
                                          layout_.block_numel(unit));
 }

@@ -180,6 +180,28 @@ TEST(EstimateCost, NamesTheChoiceAndRefusesUnknownCollectives) {
   EXPECT_THROW(strata::estimate_cost("all_reduse", one_node, 8), strata::Error);
   two.nodes = 5;
   EXPECT_THROW(strata::estimate_cost("all_reduce", two, 8), strata::Error);
+  // A link the group uses with Link's defaults (0 GB/s) would cost infinity: refused by name.
+  auto refusal = [](const strata::GroupShape& g) {
+    try {
+      strata::estimate_cost("all_reduce", g, 1 << 20);
+    } catch (const strata::Error& e) {
+      EXPECT_EQ(e.code(), strata::ErrorCode::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  strata::GroupShape unset;
+  unset.ranks = 4;
+  EXPECT_NE(refusal(unset).find("intra-node link"), std::string::npos) << refusal(unset);
+  two.nodes = 2;
+  two.inter.bandwidth_gbs = 0;
+  EXPECT_NE(refusal(two).find("inter-node link"), std::string::npos) << refusal(two);
+  two.inter = {strata::PathClass::net, 1.25, -1};
+  EXPECT_NE(refusal(two).find("latency of 0 or more"), std::string::npos) << refusal(two);
+  two.ranks = 2, two.inter.latency_us = 30;  // one rank per node: its intra link goes unused
+  const double across = strata::estimate_cost("all_reduce", two, 1 << 20).seconds;
+  two.intra.bandwidth_gbs = 0;
+  EXPECT_EQ(strata::estimate_cost("all_reduce", two, 1 << 20).seconds, across);
 }
 
 // The terms a calibration fits, each against its own arithmetic: small micro-batches run at

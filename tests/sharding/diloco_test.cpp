@@ -138,6 +138,8 @@ TEST(DiLoCo, StreamingFragmentsSyncOncePerPeriodAndLandAfterTheNextStep) {
       const auto [a, b] = d.fragment_units(f);
       frag.push_back({spans[a].first, spans[b].second});
     }
+    EXPECT_THROW(d.fragment_units(F), strata::Error);
+    EXPECT_THROW(d.fragment_units(-1), strata::Error);
     ASSERT_EQ(frag[0].first, 0u);
     ASSERT_EQ(frag[0].second, frag[1].first);
     ASSERT_EQ(frag[1].second, spans.back().second);

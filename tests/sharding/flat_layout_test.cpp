@@ -57,6 +57,21 @@ TEST(FlatBuffer, ViewsAreDisjointAndPaddingStaysZero) {
   for (float x : f.data()) nonzero += x != 0.0f;
   EXPECT_EQ(nonzero, f.layout().numel());
   EXPECT_EQ(f.block(0, 2).size(), f.layout().block_numel(0));
+  // Indices the layout lacks are refused by name, not read past the buffer.
+  auto refusal = [](auto call) {
+    try {
+      call();
+    } catch (const strata::Error& e) {
+      EXPECT_EQ(e.code(), strata::ErrorCode::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal([&] { f.view(4); }).find("tensor 4 of a layout of 4 tensors"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { f.block(3, 0); }).find("unit 3 and rank 0"), std::string::npos);
+  EXPECT_NE(refusal([&] { f.block(0, 3); }).find("over 3 ranks"), std::string::npos);
+  EXPECT_NE(refusal([&] { f.block(0, -1); }).find("rank -1"), std::string::npos);
 }
 
 TEST(FlatLayout, RejectsUnitsOutOfOrder) {
