@@ -170,6 +170,20 @@ void register_communicator(nb::module_& m) {
           "Returns None on a rank passing a negative color. It keeps this communicator's "
           "deadline unless `timeout` (seconds) is given.")
       .def(
+          "shrink",
+          [](Communicator& c, const std::vector<int>& exclude, std::optional<std::string> name,
+             std::optional<double> timeout) {
+            const CommOptions o = options(name, timeout);
+            nb::gil_scoped_release unlocked;  // collective over the survivors
+            return c.shrink(exclude, o);
+          },
+          "exclude"_a, "name"_a = nb::none(), "timeout"_a = nb::none(),
+          "A new communicator of this one's ranks less `exclude` (e.g. the dead ones), in their "
+          "order, like ncclCommShrink: built through the store, so it works after this group "
+          "failed. Collective over the survivors, who pass the same list. Raises strata.Error "
+          "(code 'invalid_argument') for a rank out of range, repeated, or this rank's own. "
+          "Keeps this communicator's deadline unless `timeout` (seconds) is given.")
+      .def(
           "abort",
           [](Communicator& c) {
             nb::gil_scoped_release unlocked;

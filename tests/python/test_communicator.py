@@ -271,6 +271,30 @@ def test_abort(world):
     world.barrier().wait()
 
 
+def test_shrink_after_an_abort(world):
+    # The last rank aborts a group; the survivors' all_reduce fails naming it, and shrink gives
+    # them a group of their own, in their order, that works. Bad lists are refused by name.
+    for bad, why in (([world.size], "out of range"), ([world.rank], "this rank's own")):
+        with pytest.raises(strata.Error, match=why) as e:
+            world.shrink(bad)
+        assert e.value.code == "invalid_argument"
+    sub = world.split(0, world.rank, timeout=20)
+    last = world.size - 1
+    world.barrier().wait()
+    if world.size > 1 and world.rank == last:
+        sub.abort()
+    elif world.size > 1:
+        with pytest.raises(strata.Error) as e:
+            sub.all_reduce(np.ones(4)).wait()
+        assert e.value.peer == last, e.value
+        survivors = sub.shrink([last], name="survivors")
+        assert (survivors.name, survivors.size, survivors.rank) == ("survivors", last, world.rank)
+        order = np.zeros(last, np.int32)
+        survivors.all_gather(np.array([world.rank], np.int32), order).wait()
+        np.testing.assert_array_equal(order, np.arange(last, dtype=np.int32))
+    world.barrier().wait()
+
+
 def test_check_health_learns_of_an_abort_without_an_operation(world):
     # Rank 0 aborts a group of its own; the others learn it from check_health alone (a failure
     # notice, no operation of theirs), within 10 s, naming rank 0.

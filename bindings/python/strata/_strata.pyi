@@ -114,6 +114,11 @@ class Communicator:
         Collective: ranks passing the same color form a communicator, ordered by (key, rank). Returns None on a rank passing a negative color. It keeps this communicator's deadline unless `timeout` (seconds) is given.
         """
 
+    def shrink(self, exclude: Sequence[int], name: str | None = None, timeout: float | None = None) -> Communicator:
+        """
+        A new communicator of this one's ranks less `exclude` (e.g. the dead ones), in their order, like ncclCommShrink: built through the store, so it works after this group failed. Collective over the survivors, who pass the same list. Raises strata.Error (code 'invalid_argument') for a rank out of range, repeated, or this rank's own. Keeps this communicator's deadline unless `timeout` (seconds) is given.
+        """
+
     def abort(self) -> None:
         """
         Ends the group at once: pending and later operations fail with code 'aborted', the other ranks' with 'peer_failure' naming this rank.
