@@ -31,6 +31,21 @@ bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
   return true;
 }
 
+// The exit status of child `pid`, or -1 after killing it when it has not ended within `limit`.
+int wait_or_kill(pid_t pid, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > end) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return status;
+}
+
 strata::TcpStoreOptions store_options(uint16_t port) {
   strata::TcpStoreOptions o;
   o.port = port;
@@ -119,7 +134,7 @@ TEST(CheckpointCrash, KillDuringSaveLeavesTheLastCompleteCheckpointLoadable) {
   }
   const bool paused = wait_for_file(g_dir + "/paused", 60s);
   for (pid_t p : ranks) kill(p, SIGKILL);
-  for (pid_t p : ranks) waitpid(p, nullptr, 0);
+  for (pid_t p : ranks) waitpid(p, nullptr, 0);  // SIGKILL ends them
   ASSERT_TRUE(paused) << "rank 1 never reached the middle of the second save";
 
   // The torn save: its directory holds rank 1's shard but no manifest; LATEST names step 3.
@@ -139,8 +154,8 @@ TEST(CheckpointCrash, KillDuringSaveLeavesTheLastCompleteCheckpointLoadable) {
   pid_t resume = fork();
   ASSERT_GE(resume, 0);
   if (resume == 0) resuming_rank();
-  int status = 0;
-  waitpid(resume, &status, 0);
+  const int status = wait_or_kill(resume, 60s);
+  ASSERT_NE(status, -1) << "the resuming rank did not end within 60 s";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "resuming rank failed";
 
   shtest::Mlp m;
