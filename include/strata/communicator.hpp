@@ -18,7 +18,9 @@ struct GroupAccess;  // the library's own layers and tests reach the group behin
 
 /// Options for creating a communicator.
 struct CommOptions {
-  /// Name used in logs and errors. "world" for the communicator from from_env().
+  /// Name used in logs and errors. "world" for the communicator from from_env(). Left at
+  /// "world" for split() or shrink(), the child is named after its parent
+  /// ("<parent>/split<i>.c<color>", "<parent>/shrink<i>.x<excluded>"); give a name to choose one.
   std::string name = "world";
   /// Deadline of every operation; 0 means the parent's for split() and shrink(), otherwise
   /// STRATA_TIMEOUT (default 300 s).
