@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "perf_moe_options.hpp"
 #include "strata/strata.hpp"
@@ -113,6 +114,10 @@ int run_moe(int argc, char** argv) {
     return 2;
   }
   const MoeOptions o = *parsed;
+  if (o.help) {
+    std::printf("%s", moe_usage().c_str());
+    return 0;
+  }
   if (o.compare_mpi && !std::getenv("OMPI_COMM_WORLD_SIZE")) {
     std::fprintf(stderr, "strata-perf moe: --compare mpi needs the job to be started by mpirun\n");
     return 2;
@@ -250,6 +255,12 @@ int run_moe(int argc, char** argv) {
     rc = 1;
   } catch (int code) {
     rc = code;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "strata-perf moe: out of memory for the rows of --tokens %d x --top-k %d "
+                 "x --hidden %d\n",
+                 o.tokens, o.top_k, o.hidden);
+    rc = 1;
   }
   if (o.compare_mpi) MPI_Finalize();
   return rc;

@@ -51,6 +51,10 @@ std::optional<MoeOptions> parse_moe(int argc, char** argv, std::string& error) {
   MoeOptions o;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      o.help = true;
+      return o;
+    }
     if (i + 1 >= argc) {
       error = flag + ": missing value";
       return std::nullopt;
@@ -69,7 +73,9 @@ std::optional<MoeOptions> parse_moe(int argc, char** argv, std::string& error) {
       o.top_k = x;
     } else if (flag == "-n" || flag == "-w" || flag == "-c") {
       if (!parse_int(v, 0, 1000000000, x)) return bad("a non-negative integer");
-      if (flag == "-n") o.iters = std::max(1, x);
+      if (flag == "-n" && x == 0) return bad("a number of iterations above 0");
+      if (flag == "-c" && x > 1) return bad("0 or 1");
+      if (flag == "-n") o.iters = x;
       if (flag == "-w") o.warmup = x;
       if (flag == "-c") o.check = x != 0;
     } else if (flag == "--skew") {

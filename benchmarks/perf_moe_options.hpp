@@ -21,6 +21,7 @@ struct MoeOptions {
   int iters = 20, warmup = 5;
   bool check = true;
   bool compare_mpi = false;
+  bool help = false;  ///< -h/--help among the flags
 };
 
 /// Parses `strata-perf moe [flags]` (argv[1] is "moe"); nullopt with `error` set on bad input.

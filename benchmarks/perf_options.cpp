@@ -1,5 +1,6 @@
 #include "perf_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,16 @@ std::optional<size_t> parse_size(const std::string& s) {
   const double bytes = v * mult;
   if (!(bytes <= 0x1p62) || bytes != std::floor(bytes)) return std::nullopt;
   return size_t(bytes);
+}
+
+std::optional<size_t> next_size(size_t bytes, const Options& o) {
+  if (bytes == 0) return std::nullopt;
+  const double next =
+      o.factor > 0 ? double(bytes) * o.factor : double(bytes) + double(o.step_bytes);
+  if (!(next <= double(o.max_bytes))) return std::nullopt;  // also where the product overflows
+  const size_t n = std::max(size_t(next), bytes + 1);
+  if (n > o.max_bytes) return std::nullopt;
+  return n;
 }
 
 std::optional<double> parse_zipf(const std::string& s) {
@@ -187,8 +198,13 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     error = std::string("unknown collective '") + argv[1] + "'";
     return std::nullopt;
   }
+  bool op_given = false, root_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      o.help = true;
+      return o;
+    }
     if (flag == "--fresh") {  // the one flag without a value
       o.fresh = true;
       continue;
@@ -206,18 +222,22 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     if (flag == "-b" || flag == "-e" || flag == "-i") {
       auto s = parse_size(v);
       if (!s) return bad("a size (e.g. 8, 64K, 1M, 2G)");
+      if (flag == "-i" && *s == 0) return bad("a step above 0 bytes");
       (flag == "-b" ? o.min_bytes : flag == "-e" ? o.max_bytes : o.step_bytes) = *s;
       if (flag == "-i") o.factor = 0;
     } else if (flag == "-f") {
       char* end = nullptr;
       o.factor = std::strtod(v.c_str(), &end);
-      if (*end || o.factor <= 1) return bad("a factor > 1");
+      if (v.empty() || *end || !std::isfinite(o.factor) || o.factor <= 1)
+        return bad("a finite factor > 1");
       o.step_bytes = 0;
     } else if (flag == "-n" || flag == "-w" || flag == "-r" || flag == "-c" || flag == "-z") {
       if (!parse_int(v, x)) return bad("a non-negative integer");
-      if (flag == "-n") o.iters = std::max(1, x);
+      if (flag == "-n" && x == 0) return bad("a number of iterations above 0");
+      if ((flag == "-c" || flag == "-z") && x > 1) return bad("0 or 1");
+      if (flag == "-n") o.iters = x;
       if (flag == "-w") o.warmup = x;
-      if (flag == "-r") o.root = x;
+      if (flag == "-r") o.root = x, root_given = true;
       if (flag == "-c") o.check = x != 0;
       if (flag == "-z") o.blocking = x != 0;
     } else if (flag == "-d") {
@@ -232,6 +252,7 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
         if (v == "all" || v == strata::op_name(op)) o.ops.push_back(op);
       }
       if (o.ops.empty()) return bad("an op (sum prod min max avg all)");
+      op_given = true;
     } else if (flag == "--compare") {
       if (v != "mpi" && v != "nccl") return bad("a peer to compare with (mpi, nccl)");
       (v == "mpi" ? o.compare_mpi : o.compare_nccl) = true;
@@ -272,6 +293,16 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
   }
   if (o.skew > 0 && o.coll != Coll::all_to_allv) {
     error = "--skew applies to all_to_allv only";
+    return std::nullopt;
+  }
+  // Flags that would change nothing are refused rather than ignored.
+  if (op_given && !has_op(o.coll)) {
+    error = std::string("-o applies to all_reduce, reduce_scatter and reduce, not ") +
+            coll_name(o.coll);
+    return std::nullopt;
+  }
+  if (root_given && !has_root(o.coll)) {
+    error = std::string("-r applies to broadcast and reduce, not ") + coll_name(o.coll);
     return std::nullopt;
   }
   if (!has_op(o.coll)) o.ops = {strata::ReduceOp::sum};  // one pass, redop column "none"

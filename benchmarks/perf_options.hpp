@@ -46,10 +46,14 @@ struct Options {
   /// peer's cached copy of an unchanged input flatters a path that reads it in place.
   bool fresh = false;
   std::string json, plot;
+  bool help = false;  // -h/--help among the flags: print the usage and exit
 };
 
 /// Parses argv; nullopt with `error` set on bad input ("-b: '12Q' is not a size").
 std::optional<Options> parse(int argc, char** argv, std::string& error);
+/// The size after `bytes` in the sweep (-f or -i), always larger (a factor near 1 on a small
+/// size still moves on); nullopt past -e, or after a size of 0.
+std::optional<size_t> next_size(size_t bytes, const Options& o);
 /// "8", "64K", "1M", "2G" -> bytes (powers of 1024); nullopt if malformed.
 std::optional<size_t> parse_size(const std::string& s);
 /// "zipf:S" -> S (0 <= S <= 100; --skew's value); nullopt if malformed.

@@ -89,7 +89,12 @@ std::optional<double> print_round_trip(const char* when) {
 
 std::string json_number(std::optional<double> v) { return v ? std::to_string(*v) : "null"; }
 
-void write_json(const std::string& path, const Options& o, int n, int nodes,
+// Whether `path` ("" for none) can be written, asked before the run so that a typo costs no run.
+bool writable(const std::string& path) {
+  return path.empty() || bool(std::ofstream(path, std::ios::app));
+}
+
+bool write_json(const std::string& path, const Options& o, int n, int nodes,
                 const std::vector<Row>& rows, std::optional<double> round_trip_start,
                 std::optional<double> round_trip_end) {
   std::ofstream f(path);
@@ -114,6 +119,8 @@ void write_json(const std::string& path, const Options& o, int n, int nodes,
       << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   f << "]}\n";
+  f.close();
+  return bool(f);
 }
 
 }  // namespace
@@ -137,6 +144,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options o = *parsed;
+  if (o.help) {
+    std::printf("%s", usage().c_str());
+    return 0;
+  }
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   if (o.compare_mpi && !under_mpirun) {
     std::fprintf(stderr, "strata-perf: --compare mpi needs the job to be started by mpirun\n");
@@ -152,6 +163,16 @@ int main(int argc, char** argv) {
     if (has_root(o.coll) && o.root >= n) {
       if (rank == 0)
         std::fprintf(stderr, "strata-perf: -r %d is not a rank (world size %d)\n", o.root, n);
+      throw 2;
+    }
+    // Rank 0 writes the files: every rank stops when it cannot.
+    const bool outputs_ok = rank != 0 || (writable(o.json) && writable(o.plot));
+    if (max_over_ranks(comm, outputs_ok ? 0 : 1) > 0) {
+      if (rank == 0) {
+        std::fprintf(
+            stderr, "strata-perf: cannot write %s\n",
+            writable(o.json) ? ("--plot " + o.plot).c_str() : ("--json " + o.json).c_str());
+      }
       throw 2;
     }
     // The nodes the ranks span, for the JSON (strata-plan reads the links from it).
@@ -218,8 +239,8 @@ int main(int argc, char** argv) {
     if (rank == 0) std::printf("%s", header(o.compare_mpi, o.compare_nccl).c_str());
     for (auto dt : o.dtypes) {
       for (auto op : o.ops) {
-        for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
-             bytes = o.factor > 0 ? size_t(double(bytes) * o.factor) : bytes + o.step_bytes) {
+        for (std::optional<size_t> size = o.min_bytes; size; size = next_size(*size, o)) {
+          const size_t bytes = *size;
           Case c{o.coll, dt,   op, has_root(o.coll) ? o.root : -1, bytes / strata::dtype_size(dt),
                  false,  rank, n};
           if (o.coll == Coll::all_gather || o.coll == Coll::reduce_scatter ||
@@ -228,10 +249,7 @@ int main(int argc, char** argv) {
           }
           c.skew = o.skew;
           if (o.coll == Coll::all_to_allv) c.lay_out();
-          if (c.count == 0) {
-            if (bytes == 0 && o.step_bytes == 0 && o.factor > 0) break;
-            continue;
-          }
+          if (c.count == 0 && bytes > 0) continue;  // too small for a whole element per rank
           Row row;
           row.bytes = c.bytes();
           row.count = c.count;
@@ -260,7 +278,6 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
           rows.push_back(row);
-          if (bytes == 0) break;
         }
       }
     }
@@ -269,12 +286,18 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       std::printf("%s", footer(rows).c_str());
       round_trip_end = print_round_trip(" at end");
-      if (!o.json.empty()) write_json(o.json, o, n, nodes, rows, round_trip_start, round_trip_end);
+      if (!o.json.empty() &&
+          !write_json(o.json, o, n, nodes, rows, round_trip_start, round_trip_end)) {
+        std::fprintf(stderr, "strata-perf: cannot write --json %s\n", o.json.c_str());
+        rc = 1;
+      }
       if (!o.plot.empty()) {
         std::string title =
             std::string("strata-perf ") + coll_name(o.coll) + ", " + std::to_string(n) + " ranks";
-        if (!write_plot(o.plot, title, rows))
-          std::fprintf(stderr, "strata-perf: cannot write %s\n", o.plot.c_str());
+        if (!write_plot(o.plot, title, rows)) {
+          std::fprintf(stderr, "strata-perf: cannot write --plot %s\n", o.plot.c_str());
+          rc = 1;
+        }
       }
     }
     comm.barrier().wait();
@@ -288,6 +311,9 @@ int main(int argc, char** argv) {
     rc = code;
   } catch (const std::runtime_error& e) {  // the device buffers' CUDA errors
     std::fprintf(stderr, "strata-perf: %s\n", e.what());
+    rc = 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "strata-perf: out of memory for buffers of -e %zu bytes\n", o.max_bytes);
     rc = 1;
   }
   if (o.compare_mpi) MPI_Finalize();

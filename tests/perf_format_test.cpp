@@ -63,6 +63,62 @@ TEST(PerfOptions, ParsesFlagsAndRejectsBadOnesByName) {
   EXPECT_FALSE(parse_args({"all_reduce", "-b", "2M", "-e", "1M"}, err));
 }
 
+// Values that would loop for ever, do nothing, or be changed silently are refused by name; help
+// is asked for anywhere among the flags.
+TEST(PerfOptions, RefusesFlagsThatWouldLoopOrBeIgnored) {
+  std::string err;
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"all_reduce", "-i", "0"}, "-i: '0' is not a step above 0 bytes"},
+      {{"all_reduce", "-f", "nan"}, "-f: 'nan' is not a finite factor > 1"},
+      {{"all_reduce", "-f", "inf"}, "-f: 'inf' is not a finite factor > 1"},
+      {{"all_reduce", "-f", "1"}, "-f: '1' is not a finite factor > 1"},
+      {{"all_reduce", "-n", "0"}, "-n: '0' is not a number of iterations above 0"},
+      {{"all_reduce", "-c", "2"}, "-c: '2' is not 0 or 1"},
+      {{"all_reduce", "-z", "7"}, "-z: '7' is not 0 or 1"},
+      {{"broadcast", "-o", "max"},
+       "-o applies to all_reduce, reduce_scatter and reduce, not broadcast"},
+      {{"all_reduce", "-r", "1"}, "-r applies to broadcast and reduce, not all_reduce"}};
+  for (const auto& [args, why] : refused) {
+    EXPECT_FALSE(parse_args(args, err)) << why;
+    EXPECT_EQ(err, why);
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{{"all_reduce", "--help"},
+                                                                {"all_reduce", "-n", "1", "-h"}}) {
+    const auto o = parse_args(args, err);
+    ASSERT_TRUE(o) << err;
+    EXPECT_TRUE(o->help);
+  }
+  std::string moe_err;
+  const auto m = parse_moe_args({"moe", "--tokens", "64", "--help"}, moe_err);
+  ASSERT_TRUE(m) << moe_err;
+  EXPECT_TRUE(m->help);
+  EXPECT_FALSE(parse_moe_args({"moe", "-n", "0"}, moe_err));
+  EXPECT_EQ(moe_err, "-n: '0' is not a number of iterations above 0");
+}
+
+// The sweep always moves on (a factor near 1 on a small size rounded back to the same size and
+// ran it for ever), ends at -e, and ends after a size of 0.
+TEST(PerfOptions, TheSweepAlwaysMovesOnAndEndsAtTheLargestSize) {
+  auto sweep = [](std::vector<std::string> args) {
+    std::string err;
+    const auto o = parse_args(args, err);
+    EXPECT_TRUE(o) << err;
+    std::vector<size_t> sizes;
+    for (std::optional<size_t> s = o->min_bytes; s && sizes.size() < 100; s = next_size(*s, *o))
+      sizes.push_back(*s);
+    return sizes;
+  };
+  EXPECT_EQ(sweep({"all_reduce", "-b", "1", "-e", "8", "-f", "1.5"}),
+            (std::vector<size_t>{1, 2, 3, 4, 6}));
+  EXPECT_EQ(sweep({"all_reduce", "-b", "8", "-e", "64", "-f", "2"}),
+            (std::vector<size_t>{8, 16, 32, 64}));
+  EXPECT_EQ(sweep({"all_reduce", "-b", "8", "-e", "30", "-i", "10"}),
+            (std::vector<size_t>{8, 18, 28}));
+  EXPECT_EQ(sweep({"all_reduce", "-b", "0", "-e", "64"}), (std::vector<size_t>{0}));
+  EXPECT_EQ(sweep({"all_reduce", "-b", "4G", "-e", "4G", "-f", "1e300"}),
+            (std::vector<size_t>{size_t(4) << 30}));
+}
+
 TEST(PerfOptions, SkewIsAZipfExponentForAllToAllvOnly) {
   std::string err;
   auto o = parse_args({"all_to_allv", "--skew", "zipf:1.2"}, err);
