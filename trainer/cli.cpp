@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #ifndef STRATA_GPT_DATA
@@ -108,6 +110,13 @@ double to_double(const std::string& flag, const std::string& v) {
     throw std::invalid_argument(flag + ": not a finite number: '" + v + "'");
   return x;
 }
+// A float option: finite as a double and within float's range ("--lr 1e39" became inf).
+float to_float(const std::string& flag, const std::string& v) {
+  const double x = to_double(flag, v);
+  if (std::fabs(x) > double(std::numeric_limits<float>::max()))
+    throw std::invalid_argument(flag + ": " + v + " is beyond a float's range");
+  return float(x);
+}
 int positive(const std::string& flag, const std::string& v) {
   const long x = to_long(flag, v);
   if (x <= 0 || x > 1 << 30)
@@ -132,6 +141,32 @@ std::string host_port(const std::string& flag, const std::string& v) {
   if (colon == 0 || digits.empty() || *end || port < 1 || port > 65535)
     throw std::invalid_argument(flag + ": expected HOST:PORT (port 1-65535), got '" + v + "'");
   return v;
+}
+
+// Options that the mode, or the rest of the command line, would leave without effect: refused,
+// so that a run is never taken for what it was not ("validate --json x" wrote nothing).
+void refuse_unused(const RunOptions& r, const std::set<std::string>& given) {
+  static const std::set<std::string> train_only = {
+      "--eval-every", "--eval-batches",   "--sample",          "--json",        "--plot",
+      "--save",       "--save-every",     "--resume",          "--islands",     "--outer-every",
+      "--outer-lr",   "--outer-momentum", "--outer-streaming", "--outer-dtype", "--join"};
+  static const std::set<std::string> validate_only = {"--tolerance", "--layouts", "--report",
+                                                      "--bw-threshold"};
+  const auto& other = r.mode == "validate" ? train_only : validate_only;
+  for (const std::string& f : given) {
+    if (other.count(f))
+      throw std::invalid_argument(f + " applies to " +
+                                  (r.mode == "validate" ? "train" : "validate") + " only");
+  }
+  const TrainOptions& t = r.train;
+  for (const char* f : {"--outer-lr", "--outer-momentum", "--outer-streaming", "--outer-dtype"}) {
+    if (given.count(f) && t.islands < 2)
+      throw std::invalid_argument(std::string(f) + " needs --islands K");
+  }
+  for (const char* f : {"--top-k", "--moe-every", "--capacity-factor", "--aux-loss-coef"}) {
+    if (given.count(f) && t.model.experts == 0)
+      throw std::invalid_argument(std::string(f) + " needs --experts E");
+  }
 }
 
 }  // namespace
@@ -170,17 +205,17 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
        }},
       {"--aux-loss-coef",
        [&](auto& f, auto& v) {
-         c.aux_loss_coef = float(to_double(f, v));
+         c.aux_loss_coef = to_float(f, v);
          if (!(c.aux_loss_coef >= 0)) throw std::invalid_argument(f + ": must be >= 0, got " + v);
        }},
       {"--steps", [&](auto& f, auto& v) { t.steps = positive(f, v); }},
       {"--batch", [&](auto& f, auto& v) { t.global_batch = positive(f, v); }},
       {"--micro", [&](auto& f, auto& v) { t.micro_batches = positive(f, v); }},
-      {"--lr", [&](auto& f, auto& v) { t.lr = float(to_double(f, v)); }},
-      {"--min-lr", [&](auto& f, auto& v) { t.min_lr = float(to_double(f, v)); }},
+      {"--lr", [&](auto& f, auto& v) { t.lr = to_float(f, v); }},
+      {"--min-lr", [&](auto& f, auto& v) { t.min_lr = to_float(f, v); }},
       {"--warmup", [&](auto& f, auto& v) { t.warmup = non_negative(f, v); }},
-      {"--wd", [&](auto& f, auto& v) { t.weight_decay = float(to_double(f, v)); }},
-      {"--clip", [&](auto& f, auto& v) { t.max_grad_norm = float(to_double(f, v)); }},
+      {"--wd", [&](auto& f, auto& v) { t.weight_decay = to_float(f, v); }},
+      {"--clip", [&](auto& f, auto& v) { t.max_grad_norm = to_float(f, v); }},
       {"--seed", [&](auto& f, auto& v) { t.seed = uint64_t(non_negative(f, v)); }},
       {"--stage",
        [&](auto& f, auto& v) {
@@ -205,8 +240,8 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
        [&](auto& f, auto& v) { t.offload.window_bytes = size_t(positive(f, v)) << 20; }},
       {"--islands", [&](auto& f, auto& v) { t.islands = positive(f, v); }},
       {"--outer-every", [&](auto& f, auto& v) { t.outer_every = non_negative(f, v); }},
-      {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = float(to_double(f, v)); }},
-      {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = float(to_double(f, v)); }},
+      {"--outer-lr", [&](auto& f, auto& v) { t.outer_lr = to_float(f, v); }},
+      {"--outer-momentum", [&](auto& f, auto& v) { t.outer_momentum = to_float(f, v); }},
       {"--outer-streaming", [&](auto& f, auto& v) { t.outer_fragments = positive(f, v); }},
       {"--join", [&](auto& f, auto& v) { t.join = host_port(f, v); }},
       {"--outer-dtype",
@@ -251,7 +286,7 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   c = Config::named("small");
   for (int k = i; k + 1 < argc; ++k)
     if (std::string(argv[k]) == "--config") c = Config::named(argv[k + 1]);
-  bool warmup_given = false, outer_given = false;
+  std::set<std::string> given;
   for (; i < argc; ++i) {
     const std::string f = argv[i];
     if (f == "--help" || f == "-h") {
@@ -264,12 +299,12 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     }
     auto it = flags.find(f);
     if (it == flags.end()) throw std::invalid_argument("unknown option " + f);
-    warmup_given |= f == "--warmup";
-    outer_given |= f == "--outer-every";
+    given.insert(f);
     if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
     it->second(f, argv[++i]);
   }
-  if (t.islands > 1 && !outer_given) t.outer_every = 50;  // DiLoCo's published H
+  refuse_unused(r, given);
+  if (t.islands > 1 && !given.count("--outer-every")) t.outer_every = 50;  // DiLoCo's published H
   if (t.outer_every > 0 && r.mode == "validate")
     throw std::invalid_argument(
         "validate certifies one island's layouts: --islands, --outer-every "
@@ -290,13 +325,19 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
         "--save and --resume with --join: a joining island takes its state from the running "
         "islands, which save it");
   // A fixed warm-up would leave a short run still warming up at its end.
-  if (!warmup_given) t.warmup = std::max(1, t.steps / 10);
+  if (!given.count("--warmup")) t.warmup = std::max(1, t.steps / 10);
   if (c.embd % c.heads != 0)
     throw std::invalid_argument("--embd " + std::to_string(c.embd) +
                                 " does not divide by --heads " + std::to_string(c.heads));
 
   if (!(t.lr > 0) || !(t.min_lr >= 0) || !(t.weight_decay >= 0) || !(t.max_grad_norm >= 0))
     throw std::invalid_argument("--lr must be > 0 and --min-lr, --wd, --clip >= 0");
+  if (t.min_lr > t.lr)
+    throw std::invalid_argument("--min-lr " + std::to_string(t.min_lr) + " exceeds --lr " +
+                                std::to_string(t.lr) +
+                                " (the cosine decays from one to the other)");
+  if (!(r.tolerance > 0)) throw std::invalid_argument("--tolerance must be > 0");
+  if (!(r.bw_threshold >= 0)) throw std::invalid_argument("--bw-threshold must be >= 0");
   return r;
 }
 

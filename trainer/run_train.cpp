@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -204,6 +205,10 @@ int run_train(strata::Communicator& world, const CharCorpus& data, const RunOpti
   auto lead = [&t] { return t.leads(); };  // moves to the next island when island 0 is lost
   if (!r.resume.empty()) {
     t.load(r.resume);
+    if (t.steps_done() >= o.steps)  // the same on every rank: bad input, exit 2
+      throw std::invalid_argument("--resume " + r.resume + " is at step " +
+                                  std::to_string(t.steps_done()) + ", at or past --steps " +
+                                  std::to_string(o.steps) + ": nothing to train");
     if (lead()) std::printf("resumed from %s at step %d\n", r.resume.c_str(), t.steps_done());
   }
   const Config& c = o.model;

@@ -37,4 +37,19 @@ check "layout 'ep2.dp3': tp*cp*ep*pp*dp = 6 but there are 4 ranks" validate --co
 check "--cp-comm a2a: the 2 heads do not divide over cp=4" train --config tiny --cp 4 --cp-comm a2a
 check "--cp 4: the sequence of 4 positions does not split into 2 cp = 8 chunks" train --config tiny --cp 4 --ctx 4
 check "layout 'cp2': --cp 2: the sequence of 18 positions does not split into 2 cp = 4 chunks" validate --config tiny --ctx 18 --layouts cp2
+# Layout lists and files that would run nothing, or not what was asked.
+check "--layouts ',' has an empty entry" validate --config tiny --layouts ,
+check "--layouts 'tp2,,dp4' has an empty entry" validate --config tiny --layouts tp2,,dp4
+check "layout 'tp1.tp2': 'tp2' repeats its tp" validate --config tiny --layouts tp1.tp2
+check "layout 'zero1.zero3.dp4': 'zero3' repeats its zero" validate --config tiny --layouts zero1.zero3.dp4
+check "layout 'tp0.dp2': 'tp0' has size 0" validate --config tiny --layouts tp0.dp2
+dir=$(mktemp -d)
+check "--data: gpt::CharCorpus: '$dir' is a directory, not a text file" train --config tiny --data "$dir"
+check "--data: gpt::CharCorpus: cannot open '$dir/none'" validate --config tiny --data "$dir/none"
+check "--json $dir/none/x.json: cannot write it" train --config tiny --json "$dir/none/x.json"
+check "--report /proc/x: cannot make the directory (No such file or directory)" validate --config tiny --report /proc/x
+# A checkpoint at or past --steps has nothing left to train.
+"$run" -n 4 "$gpt" train --config tiny --steps 2 --eval-every 0 --sample 0 --quiet --save "$dir/ck" > /dev/null 2>&1
+check "--resume $dir/ck is at step 2, at or past --steps 1: nothing to train" train --config tiny --steps 1 --sample 0 --resume "$dir/ck"
+rm -rf "$dir"
 exit $failed

@@ -121,6 +121,25 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
       error({"strata-gpt", "--offload-params", "--stage", "2", "--offload-optimizer", "disk:/tmp"})
           .find("--stage 3"),
       std::string::npos);
+  // Finite as a double but not as a float: --aux-loss-coef 1e39 trained to inf, then NaN.
+  EXPECT_EQ(error({"strata-gpt", "--experts", "2", "--aux-loss-coef", "1e39"}),
+            "--aux-loss-coef: 1e39 is beyond a float's range");
+  EXPECT_EQ(error({"strata-gpt", "--lr", "-1e39"}), "--lr: -1e39 is beyond a float's range");
+  // The cosine decays from --lr to --min-lr: above it, the "decay" climbed.
+  EXPECT_EQ(error({"strata-gpt", "--lr", "0.001", "--min-lr", "1"}),
+            "--min-lr 1.000000 exceeds --lr 0.001000 (the cosine decays from one to the other)");
+  EXPECT_EQ(error({"strata-gpt", "validate", "--tolerance", "-1"}), "--tolerance must be > 0");
+  EXPECT_EQ(error({"strata-gpt", "validate", "--bw-threshold", "-5"}),
+            "--bw-threshold must be >= 0");
+  // Options the mode or the rest of the line would leave without effect.
+  EXPECT_EQ(error({"strata-gpt", "validate", "--json", "v.json"}), "--json applies to train only");
+  EXPECT_EQ(error({"strata-gpt", "validate", "--resume", "ck"}), "--resume applies to train only");
+  EXPECT_EQ(error({"strata-gpt", "train", "--layouts", "tp2"}),
+            "--layouts applies to validate only");
+  EXPECT_EQ(error({"strata-gpt", "train", "--report", "rep"}), "--report applies to validate only");
+  EXPECT_EQ(error({"strata-gpt", "--outer-dtype", "int8"}), "--outer-dtype needs --islands K");
+  EXPECT_EQ(error({"strata-gpt", "--top-k", "1"}), "--top-k needs --experts E");
+  EXPECT_EQ(error({"strata-gpt", "--experts", "4", "--top-k", "1"}), "no error");
 }
 
 // With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -36,6 +37,9 @@ const char* split_name(Split s) { return s == Split::train ? "train" : "val"; }
 CharCorpus::CharCorpus(const std::string& path, double val_fraction) : path_(path) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     throw std::invalid_argument("gpt::CharCorpus: val_fraction must be in [0, 1)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))  // reading one fails deep in the stream library
+    throw std::runtime_error("gpt::CharCorpus: '" + path + "' is a directory, not a text file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("gpt::CharCorpus: cannot open '" + path + "'");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

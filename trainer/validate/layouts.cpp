@@ -1,5 +1,6 @@
 #include "validate/layouts.hpp"
 
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -24,9 +25,22 @@ TrainOptions layout_from_name(const std::string& name, const TrainOptions& base,
   o.schedule = pp::Schedule::one_f_one_b;
   int dp = -1;
   bool virtual_given = false;
+  std::set<std::string> seen;  // each kind of part at most once: "tp1.tp2" is a typo, not tp2
+  auto once = [&](const std::string& kind, const std::string& tok) {
+    if (!seen.insert(kind).second)
+      throw std::invalid_argument("layout '" + name + "': '" + tok + "' repeats its " + kind);
+  };
   std::stringstream in(name);
   for (std::string tok; std::getline(in, tok, '.');) {
     int n;
+    for (const char* sized : {"tp", "pp", "ep", "cp", "dp", "v"}) {
+      if (numbered(tok, sized) == 0)
+        throw std::invalid_argument("layout '" + name + "': '" + tok + "' has size 0");
+    }
+    const size_t digits = tok.find_first_of("0123456789");
+    const bool comm = tok == "p2p" || tok == "a2a";
+    const bool schedule = tok == "gpipe" || tok == "1f1b" || tok == "interleaved";
+    once(comm ? "cp communication" : schedule ? "schedule" : tok.substr(0, digits), tok);
     if (tok == "dp") continue;
     if ((n = numbered(tok, "tp")) > 0)
       o.tp = n;
@@ -79,8 +93,12 @@ std::vector<TrainOptions> validate_layouts(const std::string& layouts, const Tra
   std::vector<TrainOptions> out;
   if (!layouts.empty()) {
     std::stringstream in(layouts);
-    for (std::string name; std::getline(in, name, ',');)
-      if (!name.empty()) out.push_back(parse_layout(name, base, ranks));
+    for (std::string name; std::getline(in, name, ',');) {
+      if (name.empty())
+        throw std::invalid_argument("--layouts '" + layouts + "' has an empty entry");
+      out.push_back(parse_layout(name, base, ranks));
+    }
+    if (out.empty()) throw std::invalid_argument("--layouts '" + layouts + "' names no layout");
     return out;
   }
   std::vector<std::string> names = {"dp", "dp.zero1", "dp.zero2", "dp.zero3"};
