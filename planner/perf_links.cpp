@@ -15,7 +15,8 @@ namespace plan {
 
 ClusterSpec cluster_from_perf(const std::string& path, Precision p) {
   std::ifstream in(path);
-  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string s = canonical_json(
+      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("--cluster '" + path + "': " + why);
   };

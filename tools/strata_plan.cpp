@@ -10,6 +10,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "check.hpp"
 #include "plan.hpp"
@@ -64,21 +65,25 @@ checking (models strata-gpt trains: vocabulary 65):
   std::exit(2);
 }
 
+// A rate, a size or a latency in the units --help gives: 1e-6 to 1e9 of them, so that "inf" or
+// 1e-300 cannot turn the table into infinities and 60-digit times.
 double number(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
     const double x = std::stod(v, &used);
-    if (used == v.size() && x > 0) return x;
+    if (used == v.size() && x >= 1e-6 && x <= 1e9) return x;
   } catch (const std::exception&) {
   }
-  bad(flag + " '" + v + "': expected a positive number");
+  bad(flag + " '" + v + "': expected a number from 1e-6 to 1e9");
 }
 
-// A count (layers, nodes, batch, ...): a whole positive number, "--batch 3.5" is not 3.
-int count(const std::string& flag, const std::string& v) {
-  const double x = number(flag, v);
-  if (x != std::floor(x) || x > double(1 << 30)) {
-    bad(flag + " '" + v + "': expected a whole number from 1 to " + std::to_string(1 << 30));
+// A count (layers, nodes, batch, ...): a whole number from 1 to `most`, "--batch 3.5" is not 3.
+// The limits lie far above any model trained and keep the search to seconds.
+int count(const std::string& flag, const std::string& v, int most = 1 << 30) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= 1 && x <= most) || x != std::floor(x)) {
+    bad(flag + " '" + v + "': expected a whole number from 1 to " + std::to_string(most));
   }
   return int(x);
 }
@@ -92,12 +97,14 @@ plan::Runner runner(std::map<std::string, std::string>& a, const std::string& se
   how.launcher = a.count("--launcher") ? a["--launcher"] : bin + "strata-run -n {ranks}";
   how.workdir = a.count("--workdir") ? a["--workdir"] : "strata-plan-check";
   how.steps = a.count("--steps") ? count("--steps", a["--steps"]) : 6;
+  if (how.steps < 2) bad("--steps 1: the timing is the median after the first step (2 or more)");
   how.rounds = a.count("--rounds") ? count("--rounds", a["--rounds"]) : 1;
   return how;
 }
 
 // --check: the `checks` layouts runs_to_check picks, run; --calibrate: refitted and saved.
-void check(plan::Request r, const std::vector<plan::Candidate>& ranked, int checks,
+// False when no run gave figures (a launcher or build that cannot run them).
+bool check(plan::Request r, const std::vector<plan::Candidate>& ranked, int checks,
            const plan::Runner& how, std::map<std::string, std::string>& a) {
   std::filesystem::create_directories(how.workdir);
   const std::vector<plan::Candidate> ran = plan::runs_to_check(ranked, size_t(checks));
@@ -117,7 +124,13 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked, int chec
       how.steps, how.rounds, how.rounds > 1 ? "s, the middle one" : "",
       plan::check_table(ran, measured).c_str());
   std::printf("%s", plan::ranking_verdict(ran, measured).c_str());
-  if (!a.count("--calibrate")) return;
+  if (std::all_of(measured.begin(), measured.end(),
+                  [](const plan::Measured& m) { return !m.error.empty(); })) {
+    std::fprintf(stderr, "strata-plan: --check: no layout ran to figures (see %s)\n",
+                 how.workdir.c_str());
+    return false;
+  }
+  if (!a.count("--calibrate")) return true;
   const plan::Calibration k = plan::fit(r, ran, measured);
   plan::save(k, a["--calibrate"]);
   plan::apply(k, r.cluster);
@@ -130,6 +143,7 @@ void check(plan::Request r, const std::vector<plan::Candidate>& ranked, int chec
       a["--calibrate"].c_str(), k.flops / 1e12, k.intra_gbs, k.intra_us, k.inter_gbs, k.inter_us,
       k.wait_us, k.wait_share, k.cp_extra, k.overlap_s_per_gb,
       plan::check_table(refit, measured).c_str());
+  return true;
 }
 
 }  // namespace
@@ -147,8 +161,10 @@ int main(int argc, char** argv) {
       {"--batch", 1},    {"--precision", 1}, {"--layout", 1},    {"--top", 1},
       {"--json", 1},     {"--check", 1},     {"--calibrate", 1}, {"--calibration", 1},
       {"--launcher", 1}, {"--steps", 1},     {"--rounds", 1},    {"--workdir", 1}};
+  bool user_nodes = false;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
+    user_nodes |= f == "--nodes";
     if (f == "-h" || f == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -168,18 +184,33 @@ int main(int argc, char** argv) {
     r.precision = plan::precision_from_name(a["--precision"]);
     r.model = plan::model_preset(a["--model"]);
     gpt::Config& c = r.model.config;
-    const std::pair<const char*, int*> sizes[] = {
-        {"--layers", &c.layers}, {"--hidden", &c.embd}, {"--heads", &c.heads},
-        {"--seq", &c.ctx},       {"--vocab", &c.vocab}, {"--experts", &c.experts},
-        {"--top-k", &c.top_k}};
-    for (const auto& [flag, field] : sizes) {
-      if (a.count(flag)) *field = count(flag, a[flag]), r.model.name = "custom";
+    const std::tuple<const char*, int*, int> sizes[] = {
+        {"--layers", &c.layers, 4096},  {"--hidden", &c.embd, 1 << 18},
+        {"--heads", &c.heads, 1 << 14}, {"--seq", &c.ctx, 1 << 22},
+        {"--vocab", &c.vocab, 1 << 22}, {"--experts", &c.experts, 4096},
+        {"--top-k", &c.top_k, 4096}};
+    for (const auto& [flag, field, most] : sizes) {
+      if (a.count(flag)) *field = count(flag, a[flag], most), r.model.name = "custom";
+    }
+    // The parameter count, in floating point first: beyond 1e16 a size_t sum is near its limit.
+    const double h = c.embd, rough = double(c.layers) * 12 * h * h * std::max(1, c.experts) +
+                                     double(c.vocab + c.ctx) * h;
+    if (rough > 1e16) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.2g", rough);
+      bad(std::string("a model of about ") + text +
+          " parameters is beyond what strata-plan models (1e16)");
     }
     c.num_params();  // the model's own checks (heads dividing the width, ...)
-    r.batch = count("--batch", a["--batch"]);  // before measuring a live cluster: errors at once
+    r.batch = count("--batch", a["--batch"], 1 << 20);  // before measuring a live cluster
     const int top = count("--top", a["--top"]);
     const int nodes = count("--nodes", a["--nodes"]);
     const std::string& cl = a["--cluster"];
+    const bool own_nodes = cl != "live" && !(std::ifstream(cl) && !cl.ends_with(".json"));
+    if (user_nodes && own_nodes) {
+      bad("--nodes applies to --cluster live or a topology file; '" + cl +
+          "' says its own node count");
+    }
     if (cl == "live") {
       r.cluster = plan::live_cluster(nodes);
     } else if (cl.size() > 5 && cl.ends_with(".json") && std::ifstream(cl)) {
@@ -215,7 +246,7 @@ int main(int argc, char** argv) {
       }
     }
     const bool fits = !ranked.empty() && ranked.front().refusal.empty();
-    if (checks && fits) check(r, ranked, checks, how, a);
+    if (checks && fits && !check(r, ranked, checks, how, a)) return 1;
     return fits ? 0 : 1;
   } catch (const std::invalid_argument& e) {
     bad(e.what());
