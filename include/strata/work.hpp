@@ -23,7 +23,7 @@ class Work {
 
   /// Waits for completion, at most `timeout`; throws strata::Error if the operation failed or the
   /// timeout passed (ErrorCode::timeout; the operation itself keeps running until its own deadline,
-  /// STRATA_TIMEOUT).
+  /// its communicator's).
   void wait(std::chrono::milliseconds timeout) const;
   /// Waits as long as the communicator makes progress: it fails (ErrorCode::timeout) only when
   /// no operation of the communicator has completed for its deadline (STRATA_TIMEOUT, 300 s

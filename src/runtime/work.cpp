@@ -26,7 +26,9 @@ void Work::wait(std::chrono::milliseconds timeout) const {
   if (status != detail::WorkState::Status::done) {
     throw Error(ErrorCode::timeout, state_->where,
                 "Work::wait: not complete after " + std::to_string(timeout.count()) +
-                    " ms; the operation is still pending (its own deadline is STRATA_TIMEOUT)");
+                    " ms; the operation is still pending (its own deadline, the "
+                    "communicator's, is " +
+                    std::to_string(state_->default_timeout.count()) + " ms)");
   }
 }
 

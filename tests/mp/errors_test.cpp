@@ -246,11 +246,14 @@ TEST(Deadlines, CollectiveWithAMissingRankTimesOut) {
 TEST(Deadlines, WorkWaitWithShortTimeoutThenCompletes) {
   auto& w = mp::world();
   if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  // On a group of its own deadline, which the error states.
+  Communicator g = w.split(0, w.rank(), {.name = "waits", .timeout = std::chrono::seconds(70)});
   std::vector<int32_t> v(8, 0);
   if (w.rank() == 0) {
-    Work r = w.recv(buffer(v), 1, 5);
+    Work r = g.recv(buffer(v), 1, 5);
     expect_error([&] { r.wait(std::chrono::milliseconds(50)); }, ErrorCode::timeout,
-                 {"recv failed on rank 0 of group world", "peer 1", "Work::wait", "still pending"});
+                 {"recv failed on rank 0 of group waits", "peer 1", "Work::wait", "still pending",
+                  "its own deadline, the communicator's, is 70000 ms"});
     EXPECT_FALSE(r.test());
     w.barrier().wait();  // now let rank 1 send
     r.wait();
@@ -259,7 +262,7 @@ TEST(Deadlines, WorkWaitWithShortTimeoutThenCompletes) {
     w.barrier().wait();
     if (w.rank() == 1) {
       std::vector<int32_t> s(8, 42);
-      w.send(buffer(s), 0, 5).wait();
+      g.send(buffer(s), 0, 5).wait();
     }
   }
   w.barrier().wait();
