@@ -4,8 +4,8 @@
 // (numpy, bytearray, memoryview) is accepted, but only as it is: nanobind is never allowed to
 // convert, so the collective reads and writes the caller's own memory. CPU memory and CUDA device
 // memory are taken (the latter goes by the device path, docs/device.md); whatever cannot be used
-// that way (non-contiguous, unsupported dtype, read-only output, another device's memory) raises
-// TypeError here, before the operation is issued.
+// that way (non-contiguous, unsupported dtype, read-only output, another device's memory, a torch
+// lazy conjugate or negative view) raises TypeError here, before the operation is issued.
 #include <array>
 #include <sstream>
 
@@ -112,6 +112,23 @@ std::string tuple_text(const int64_t* v, size_t n) {
 bool is_host(int device_type) { return device_type == 1 || device_type == 3; }
 constexpr int kDLCUDA = 2;
 
+// torch's lazy conjugate and negative views (x.conj(), x.conj().imag) are flags on the tensor:
+// its memory holds the values unconjugated, unnegated. torch's own __dlpack__ refuses them; so
+// does Strata, which reads the memory. Only objects with is_conj (torch tensors) are asked.
+void refuse_lazy_views(nb::handle obj, const std::string& where) {
+  if (!nb::hasattr(obj, "is_conj")) return;
+  if (nb::cast<bool>(obj.attr("is_conj")())) {
+    throw nb::type_error((where + " is a lazy conjugate view (x.conj()) whose memory holds the "
+                                  "unconjugated values; pass x.resolve_conj()")
+                             .c_str());
+  }
+  if (nb::hasattr(obj, "is_neg") && nb::cast<bool>(obj.attr("is_neg")())) {
+    throw nb::type_error((where + " is a lazy negative view (e.g. x.conj().imag) whose memory "
+                                  "holds the values unnegated; pass x.resolve_neg()")
+                             .c_str());
+  }
+}
+
 }  // namespace
 
 Buffer Buffers::input(nb::handle obj, const char* what) {
@@ -147,6 +164,7 @@ Buffer Buffers::output(nb::handle obj, const char* what) {
 
 Buffer Buffers::view(const Held& a, nb::handle obj, const char* what) {
   const std::string where = "strata." + std::string(op_) + ": " + what;
+  refuse_lazy_views(obj, where);
   if (!is_host(a.device_type()) && a.device_type() != kDLCUDA) {
     throw nb::type_error((where + " lives in device memory of DLPack device type " +
                           std::to_string(a.device_type()) +

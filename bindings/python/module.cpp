@@ -46,9 +46,18 @@ std::chrono::milliseconds to_ms(double seconds, const char* what) {
   return std::chrono::milliseconds(int64_t(std::ceil(std::min(seconds, 3.15e7) * 1000)));
 }
 
-CommOptions options(const std::optional<std::string>& name, std::optional<double> timeout) {
+// The options of `op` (from_env, split, shrink). A timeout of 0 would be CommOptions' "unset" (the
+// default, or the parent's), while Work.wait(timeout=0) polls: so only a positive one is taken.
+CommOptions options(const char* op, const std::optional<std::string>& name,
+                    std::optional<double> timeout) {
   CommOptions o;
   if (name) o.name = *name;
+  if (timeout && !(*timeout > 0 && std::isfinite(*timeout))) {
+    throw nb::value_error(
+        ("strata." + std::string(op) + ": timeout must be a finite number of seconds > 0, not " +
+         std::string(nb::repr(nb::float_(*timeout)).c_str()) + " (omit it for the default)")
+            .c_str());
+  }
   if (timeout) o.timeout = to_ms(*timeout, "timeout");
   return o;
 }
@@ -71,10 +80,6 @@ std::vector<size_t> prefix_sums(const std::vector<size_t>& counts) {
   size_t at = 0;
   for (size_t i = 0; i < counts.size(); ++i) d[i] = at, at += counts[i];
   return d;
-}
-
-void require(bool ok, const char* op, const char* what) {
-  if (!ok) throw nb::value_error(("strata." + std::string(op) + ": " + what).c_str());
 }
 
 }  // namespace
@@ -136,7 +141,7 @@ void register_communicator(nb::module_& m) {
       .def_static(
           "from_env",
           [](const std::string& name, std::optional<double> timeout) {
-            const CommOptions o = options(name, timeout);
+            const CommOptions o = options("from_env", name, timeout);
             nb::gil_scoped_release unlocked;  // collective over the job
             return Communicator::from_env(o);
           },
@@ -156,7 +161,7 @@ void register_communicator(nb::module_& m) {
           "split",
           [](Communicator& c, int color, int key, std::optional<std::string> name,
              std::optional<double> timeout) -> std::optional<Communicator> {
-            const CommOptions o = options(name, timeout);
+            const CommOptions o = options("split", name, timeout);
             Communicator sub;
             {
               nb::gil_scoped_release unlocked;  // collective
@@ -173,7 +178,7 @@ void register_communicator(nb::module_& m) {
           "shrink",
           [](Communicator& c, const std::vector<int>& exclude, std::optional<std::string> name,
              std::optional<double> timeout) {
-            const CommOptions o = options(name, timeout);
+            const CommOptions o = options("shrink", name, timeout);
             nb::gil_scoped_release unlocked;  // collective over the survivors
             return c.shrink(exclude, o);
           },
@@ -189,8 +194,8 @@ void register_communicator(nb::module_& m) {
             nb::gil_scoped_release unlocked;
             c.abort();
           },
-          "Ends the group at once: pending and later operations fail with code 'aborted', the "
-          "other ranks' with 'peer_failure' naming this rank.")
+          "Ends the group at once: pending and later operations fail with code 'aborted', and so "
+          "do the other ranks', naming this rank (\"rank 0 aborted the communicator\").")
       .def("check_health", &Communicator::check_health,
            "Raises strata.Error with the failure this group has met (code 'peer_failure' or "
            "'aborted', naming the rank) after a look that costs no message: a peer's process on "
@@ -307,7 +312,8 @@ void register_communicator(nb::module_& m) {
               return issue(c, b, [&] { return c.reduce(io, io, o, root); });
             }
             const Buffer in = b.input(input, "input");
-            const Buffer out = output.is_none() ? Buffer{} : b.output(output, "output");
+            // Ignored on the other ranks: not looked at, so anything there (None) is fine.
+            const Buffer out = is_root ? b.output(output, "output") : Buffer{};
             return issue(c, b, [&] { return c.reduce(in, out, o, root); });
           },
           "input"_a, "output"_a.none() = nb::none(), "op"_a = "sum", "root"_a = 0,
@@ -317,10 +323,11 @@ void register_communicator(nb::module_& m) {
           "gather",
           [](Communicator& c, nb::handle input, nb::handle output, int root) {
             Buffers b("gather");
-            require(c.rank() != root || !output.is_none(), "gather",
-                    "output is required on the root");
             const Buffer in = b.input(input, "input");
-            const Buffer out = output.is_none() ? Buffer{} : b.output(output, "output");
+            // Ignored on the other ranks: not looked at. None on the root is an empty buffer, which
+            // the library refuses there and tells the other ranks of, so they fail at once too.
+            Buffer out{nullptr, 0, in.dtype, in.memory};
+            if (c.rank() == root && !output.is_none()) out = b.output(output, "output");
             return issue(c, b, [&] { return c.gather(in, out, root); });
           },
           "input"_a, "output"_a.none() = nb::none(), "root"_a = 0,
@@ -329,10 +336,10 @@ void register_communicator(nb::module_& m) {
           "scatter",
           [](Communicator& c, nb::handle input, nb::handle output, int root) {
             Buffers b("scatter");
-            require(c.rank() != root || !input.is_none(), "scatter",
-                    "input is required on the root");
-            const Buffer in = input.is_none() ? Buffer{} : b.input(input, "input");
             const Buffer out = b.output(output, "output");
+            // As gather's output: ignored elsewhere, and None on the root refused by the library.
+            Buffer in{nullptr, 0, out.dtype, out.memory};
+            if (c.rank() == root && !input.is_none()) in = b.input(input, "input");
             return issue(c, b, [&] { return c.scatter(in, out, root); });
           },
           "input"_a.none(), "output"_a, "root"_a = 0,

@@ -3,6 +3,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 
 #include "bindings.hpp"
@@ -11,6 +13,28 @@
 namespace strata::py {
 
 namespace {
+
+// The peer or tag of op `at`: any Python integer, numpy's included (through __index__, as send
+// and broadcast take them), but not a bool; OverflowError outside [lo, hi].
+long long integer(nb::handle v, const std::string& at, const char* what, long long lo,
+                  long long hi) {
+  PyObject* i = nb::isinstance<nb::bool_>(v) ? nullptr : PyNumber_Index(v.ptr());
+  if (!i) {
+    PyErr_Clear();
+    throw nb::type_error((at + ": the " + what + " is not an int").c_str());
+  }
+  const nb::object owned = nb::steal(i);
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i, &overflow);
+  if (overflow || x < lo || x > hi) {
+    const std::string m = at + ": the " + what + " " + nb::repr(owned).c_str() +
+                          " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "]";
+    PyErr_SetString(PyExc_OverflowError, m.c_str());
+    throw nb::python_error();
+  }
+  return x;
+}
 
 // Op i as ("send" | "recv", buffer, peer[, tag]); TypeError or ValueError naming i otherwise.
 PeerOp parse(nb::handle item, size_t i, Buffers& b) {
@@ -28,14 +52,12 @@ PeerOp parse(nb::handle item, size_t i, Buffers& b) {
   const std::string kind = nb::cast<std::string>(t[0]);
   if (kind != "send" && kind != "recv")
     throw nb::value_error((at + ": kind '" + kind + "' is not \"send\" or \"recv\"").c_str());
-  for (size_t k = 2; k < t.size(); ++k)
-    if (!nb::isinstance<nb::int_>(t[k]) || nb::isinstance<nb::bool_>(t[k]))
-      throw nb::type_error((at + ": the " + (k == 2 ? "peer" : "tag") + " is not an int").c_str());
   PeerOp op;
   op.kind = kind == "send" ? PeerOp::send : PeerOp::recv;
+  // The peer's range is the library's to check (ANY_SOURCE included); here only that it fits.
+  op.peer = int(integer(t[2], at, "peer", INT_MIN, INT_MAX));
+  op.tag = t.size() == 4 ? uint32_t(integer(t[3], at, "tag", 0, UINT32_MAX)) : 0;
   op.buffer = kind == "send" ? b.input(t[1], "buffer") : b.output(t[1], "buffer");
-  op.peer = nb::cast<int>(t[2]);
-  op.tag = t.size() == 4 ? nb::cast<uint32_t>(t[3]) : 0;
   return op;
 }
 

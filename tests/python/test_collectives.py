@@ -7,6 +7,8 @@ Every rank runs the same tests in the same order (they are collective). Inputs a
 (rank, index), so each rank computes every other rank's input and the expected result itself.
 """
 
+import time
+
 import numpy as np
 import pytest
 
@@ -215,18 +217,81 @@ def test_send_recv_ring_sends_before_it_receives(world):
         world.send_recv([("recv", got)])
     with pytest.raises(TypeError, match="op 1: the peer is not an int"):
         world.send_recv([stray, ("recv", got, "left")])
+    with pytest.raises(TypeError, match="op 1: the tag is not an int"):
+        world.send_recv([stray, ("recv", got, prv, True)])
+    for bad, what in ((("recv", got, 2**40), "the peer 1099511627776"),
+                      (("recv", got, prv, -1), "the tag -1"),
+                      (("recv", got, prv, 2**32), "the tag 4294967296")):
+        with pytest.raises(OverflowError, match=f"op 1: {what} is out of range"):
+            world.send_recv([stray, bad])
     with pytest.raises(strata.Error, match="peer"):
         world.send_recv([stray, ("recv", got, size)])
     with pytest.raises(TypeError, match="read-only"):
         ro = np.zeros(N, np.float32)
         ro.flags.writeable = False
         world.send_recv([stray, ("recv", ro, prv)])
-    got[:] = 0
-    for w in world.send_recv([("send", data(500 + rank, N, np.float32), nxt, 8),
-                              ("recv", got, prv, 8)]):
+    got[:] = 0  # numpy integers are taken as peer and tag, as send() takes them
+    fresh = data(500 + rank, N, np.float32)
+    for w in world.send_recv([("send", fresh, np.int64(nxt), np.uint32(8)),
+                              ("recv", got, np.int32(prv), np.int64(8))]):
         w.wait()
     np.testing.assert_array_equal(got, data(500 + prv, N, np.float32))
     assert world.send_recv([]) == []
+    world.barrier().wait()
+
+
+def test_buffers_ignored_on_non_roots_are_not_checked(world):
+    # reduce's and gather's output and scatter's input are ignored off the root: a read-only
+    # or non-contiguous array there is neither refused nor written.
+    rank, size = world.rank, world.size
+    ignored = np.full(size * N, -3, np.int32)
+    ignored.flags.writeable = False
+    strided = np.zeros(2 * size * N, np.int32)[::2]
+    inputs = [data(r, N, np.int32) for r in range(size)]
+
+    out = np.zeros(N, np.int32) if rank == 0 else ignored
+    world.reduce(inputs[rank], out, "sum", 0).wait()
+    if rank == 0:
+        np.testing.assert_array_equal(out, reference("sum", inputs, np.int32))
+
+    root = size - 1
+    out = np.zeros(size * N, np.int32) if rank == root else ignored
+    world.gather(inputs[rank], out, root=root).wait()
+    if rank == root:
+        np.testing.assert_array_equal(out, np.concatenate(inputs))
+
+    src = np.concatenate(inputs) if rank == 0 else strided
+    out = np.zeros(N, np.int32)
+    world.scatter(src, out, root=0).wait()
+    np.testing.assert_array_equal(out, inputs[rank])
+    np.testing.assert_array_equal(ignored, -3)
+    np.testing.assert_array_equal(strided, 0)
+
+
+def test_a_root_without_its_buffer_fails_every_rank_at_once(world):
+    # None for scatter's input or gather's output on the root goes to the library as an empty
+    # buffer, which it refuses there and tells the others of: they fail naming the root in the
+    # call (a gather's senders, who may finish first, at their next), not at the deadline.
+    if world.size < 2:
+        pytest.skip("needs 2 ranks")
+    rank, size = world.rank, world.size
+    for op in ("scatter", "gather"):
+        sub = world.split(0, rank, name=op)
+        block, blocks = np.zeros(N, np.float32), np.zeros(size * N, np.float32)
+        t0 = time.monotonic()
+        with pytest.raises(strata.Error) as e:
+            if op == "scatter":
+                sub.scatter(None if rank == 0 else blocks, block, root=0).wait()
+            else:
+                sub.gather(block, None if rank == 0 else blocks, root=0).wait()
+                sub.barrier().wait()
+        assert time.monotonic() - t0 < 10, "STRATA_TIMEOUT is 60 s here"
+        assert e.value.code == "invalid_argument", e.value
+        if rank == 0:
+            assert f"has 0 elements, expected {size * N}" in str(e.value), e.value
+        else:
+            assert f"rank 0 refused its own arguments to {op}(f32)" in str(e.value), e.value
+            assert e.value.peer == 0, e.value
     world.barrier().wait()
 
 
@@ -305,3 +370,27 @@ def test_torch_tensor_through_dlpack(world):
     with pytest.raises(TypeError, match="not C-contiguous"):
         world.all_reduce(torch.zeros(4, 6).t())
     world.barrier().wait()
+
+
+def test_torch_lazy_conj_and_neg_views_are_refused(world):
+    # Their memory holds the unconjugated, unnegated values: refused, as torch's __dlpack__ does.
+    torch = pytest.importorskip("torch")
+    rank, size = world.rank, world.size
+    z = torch.tensor([1 + (2 + rank) * 1j, rank - 1j], dtype=torch.complex64)
+    out = torch.zeros(2, dtype=torch.complex64)
+    with pytest.raises(TypeError, match=r"input is a lazy conjugate.*resolve_conj\(\)"):
+        world.all_reduce(z.conj(), out)
+    with pytest.raises(TypeError, match="all_reduce: output is a lazy conjugate"):
+        world.all_reduce(z, torch.zeros(2, dtype=torch.complex64).conj())
+    neg = z.conj().imag  # a float32 view of the imaginary parts, negated lazily
+    assert neg.is_neg()
+    with pytest.raises(TypeError, match=r"input \(in place\) is a lazy negative.*resolve_neg\(\)"):
+        world.all_reduce(neg, op="max")
+    with pytest.raises(TypeError, match="send: buffer is a lazy conjugate"):
+        world.send(z.conj(), (rank + 1) % size)
+    world.all_reduce(z.conj().resolve_conj(), out).wait()
+    np.testing.assert_array_equal(
+        out.numpy(), sum(np.array([1 - (2 + r) * 1j, r + 1j], np.complex64) for r in range(size)))
+    m = neg.resolve_neg()
+    world.all_reduce(m, op="max").wait()
+    np.testing.assert_array_equal(m.numpy(), np.array([-2, 1], np.float32))

@@ -46,9 +46,9 @@ class ReduceOp(enum.Enum):
 
     prod = 1
 
-    min = 2
+    max = 2
 
-    max = 3
+    min = 3
 
     avg = 4
     """sum / group size (integers truncate)"""
@@ -121,7 +121,7 @@ class Communicator:
 
     def abort(self) -> None:
         """
-        Ends the group at once: pending and later operations fail with code 'aborted', the other ranks' with 'peer_failure' naming this rank.
+        Ends the group at once: pending and later operations fail with code 'aborted', and so do the other ranks', naming this rank ("rank 0 aborted the communicator").
         """
 
     def alloc_symmetric(self, nbytes: int) -> Any:
@@ -132,6 +132,11 @@ class Communicator:
     def check_health(self) -> None:
         """
         Raises strata.Error with the failure this group has met (code 'peer_failure' or 'aborted', naming the rank) after a look that costs no message: a peer's process on this machine gone, a failure notice, a broken connection. Returns None if there is none; never waits for other ranks.
+        """
+
+    def issue_from_this_thread(self) -> None:
+        """
+        Collectives are issued by one thread per communicator, the one that created it (so that every rank issues them in one order); another thread's are refused with code 'invalid_argument'. Hands the issuing to the calling thread: call it on every rank at the same point, with nothing being issued meanwhile.
         """
 
     def on_stream(self, stream: object) -> Communicator:
