@@ -133,6 +133,20 @@ pid_t start_store(const std::string& addr, const std::string& port, const std::s
   char line[16] = {};
   const bool ready = ::poll(&p, 1, 10000) == 1 && ::read(fds[0], line, sizeof line - 1) > 0;
   ::close(fds[0]);
+  // A store that failed closes the pipe as it exits: say it ended, not that it came up late.
+  int status = 0;
+  bool ended = false;
+  for (int k = 0; !ready && !ended && k < 100; ++k) {
+    ended = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!ended) ::usleep(10000);
+  }
+  if (ended) {
+    std::fprintf(
+        stderr, "strata-run: %s exited (%s %d) before serving on %s:%s; its message is above\n",
+        path.c_str(), WIFEXITED(status) ? "status" : "signal",
+        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), addr.c_str(), port.c_str());
+    std::exit(1);
+  }
   if (!ready) {
     std::fprintf(stderr, "strata-run: %s did not come up on %s:%s within 10 s\n", path.c_str(),
                  addr.c_str(), port.c_str());
@@ -174,9 +188,10 @@ int main(int argc, char** argv) {
       n = int(number(argc, argv, i, 1, 1 << 20, true));
     else if (a == "--port")
       port = int(number(argc, argv, i, 1, 65535, true));
-    else if (a == "--addr" && i + 1 < argc)
+    else if (a == "--addr") {
+      if (i + 1 >= argc || !*argv[i + 1]) usage("--addr needs a value");
       addr = argv[++i];
-    else if (a == "--timeout")
+    } else if (a == "--timeout")
       timeout = number(argc, argv, i, 0, 1e9);
     else if (a == "--keep-going")
       keep_going = true;
