@@ -158,8 +158,9 @@ std::string usage() {
          "  -z 0|1   wait for each operation before issuing the next (default 0: issue all, wait\n"
          "           for all)\n"
          "  -d TYPE  f32 f64 f16 bf16 i8 u8 i32 i64 all (default f32)\n"
-         "  -o OP    sum prod min max avg all (default sum)\n"
-         "  -r ROOT  root rank of broadcast and reduce (default 0)\n"
+         "  -o OP    sum prod min max avg all (default sum; collectives that do not reduce\n"
+         "           ignore it, as nccl-tests' do)\n"
+         "  -r ROOT  root rank of broadcast and reduce (default 0; the others ignore it)\n"
          "  --skew zipf:S   all_to_allv: every rank sends rank j a share (j + 1)^-S of its input,\n"
          "                  as a router sends tokens to experts of Zipf popularity (rank 0\n"
          "                  receives the most); zipf:0 is even (default)\n"
@@ -198,7 +199,6 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     error = std::string("unknown collective '") + argv[1] + "'";
     return std::nullopt;
   }
-  bool op_given = false, root_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "-h" || flag == "--help") {
@@ -237,7 +237,7 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
       if ((flag == "-c" || flag == "-z") && x > 1) return bad("0 or 1");
       if (flag == "-n") o.iters = x;
       if (flag == "-w") o.warmup = x;
-      if (flag == "-r") o.root = x, root_given = true;
+      if (flag == "-r") o.root = x;
       if (flag == "-c") o.check = x != 0;
       if (flag == "-z") o.blocking = x != 0;
     } else if (flag == "-d") {
@@ -252,7 +252,6 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
         if (v == "all" || v == strata::op_name(op)) o.ops.push_back(op);
       }
       if (o.ops.empty()) return bad("an op (sum prod min max avg all)");
-      op_given = true;
     } else if (flag == "--compare") {
       if (v != "mpi" && v != "nccl") return bad("a peer to compare with (mpi, nccl)");
       (v == "mpi" ? o.compare_mpi : o.compare_nccl) = true;
@@ -295,16 +294,8 @@ std::optional<Options> parse(int argc, char** argv, std::string& error) {
     error = "--skew applies to all_to_allv only";
     return std::nullopt;
   }
-  // Flags that would change nothing are refused rather than ignored.
-  if (op_given && !has_op(o.coll)) {
-    error = std::string("-o applies to all_reduce, reduce_scatter and reduce, not ") +
-            coll_name(o.coll);
-    return std::nullopt;
-  }
-  if (root_given && !has_root(o.coll)) {
-    error = std::string("-r applies to broadcast and reduce, not ") + coll_name(o.coll);
-    return std::nullopt;
-  }
+  // -o and -r are taken by every collective and used where they mean something, as nccl-tests
+  // does: one command line sweeps every collective (perf_check_* in tests/CMakeLists.txt).
   if (!has_op(o.coll)) o.ops = {strata::ReduceOp::sum};  // one pass, redop column "none"
   return o;
 }
