@@ -9,7 +9,7 @@
 namespace plan {
 
 /// `s` in the spacing the tools write: no white space outside strings but one space after each
-/// colon, so that a file re-saved by another writer (compact, indented) reads the same.
+/// colon and comma, so that a file re-saved by another writer (compact, indented) reads the same.
 inline std::string canonical_json(const std::string& s) {
   std::string out;
   bool in_string = false;

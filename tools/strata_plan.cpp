@@ -206,18 +206,22 @@ int main(int argc, char** argv) {
     const int top = count("--top", a["--top"]);
     const int nodes = count("--nodes", a["--nodes"]);
     const std::string& cl = a["--cluster"];
-    const bool own_nodes = cl != "live" && !(std::ifstream(cl) && !cl.ends_with(".json"));
-    if (user_nodes && own_nodes) {
-      bad("--nodes applies to --cluster live or a topology file; '" + cl +
-          "' says its own node count");
-    }
+    // A strata-perf run and NxG say their own node count: --nodes there would be ignored.
+    auto own_nodes = [&] {
+      if (user_nodes) {
+        bad("--nodes applies to --cluster live or a topology file; '" + cl +
+            "' says its own node count");
+      }
+    };
     if (cl == "live") {
       r.cluster = plan::live_cluster(nodes);
     } else if (cl.size() > 5 && cl.ends_with(".json") && std::ifstream(cl)) {
+      own_nodes();
       r.cluster = plan::cluster_from_perf(cl, r.precision);
     } else if (std::ifstream(cl)) {
       r.cluster = plan::cluster_from_file(cl, nodes, a["--device"], r.precision);
     } else {  // NxG, or an error naming the three forms
+      own_nodes();
       r.cluster = plan::cluster_of(cl, a["--device"], r.precision);
     }
     if (a.count("--gpu-memory"))

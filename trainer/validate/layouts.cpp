@@ -24,7 +24,6 @@ TrainOptions layout_from_name(const std::string& name, const TrainOptions& base,
   o.cp_comm = CpComm::p2p;
   o.schedule = pp::Schedule::one_f_one_b;
   int dp = -1;
-  bool virtual_given = false;
   std::set<std::string> seen;  // each kind of part at most once: "tp1.tp2" is a typo, not tp2
   auto once = [&](const std::string& kind, const std::string& tok) {
     if (!seen.insert(kind).second)
@@ -57,7 +56,7 @@ TrainOptions layout_from_name(const std::string& name, const TrainOptions& base,
     else if ((n = numbered(tok, "zero")) >= 0 && n <= 3)
       o.stage = n;
     else if ((n = numbered(tok, "v")) > 0)
-      o.virtual_stages = n, virtual_given = true;
+      o.virtual_stages = n;
     else if (tok == "sp")
       o.sp = true;
     else if (tok == "recompute")
@@ -67,7 +66,7 @@ TrainOptions layout_from_name(const std::string& name, const TrainOptions& base,
     else
       throw std::invalid_argument("layout '" + name + "': unknown part '" + tok + "'");
   }
-  if (o.schedule == pp::Schedule::interleaved && !virtual_given) o.virtual_stages = 2;
+  if (o.schedule == pp::Schedule::interleaved && !seen.count("v")) o.virtual_stages = 2;
   const int split = o.tp * o.cp * o.ep * o.pp;
   if (dp > 0 && dp * split != ranks)
     throw std::invalid_argument("layout '" + name +
