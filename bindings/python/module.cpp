@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "bindings.hpp"
+#include "interrupt.hpp"
 #include "strata/error.hpp"
 #include "strata/version.hpp"
 
@@ -108,18 +109,29 @@ void register_communicator(nb::module_& m) {
           "wait",
           [](const PyWork& w, std::optional<double> timeout) {
             const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
-            nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
-            if (ms)
-              w.work.wait(*ms);
-            else
-              w.work.wait();
+            // Armed first, not after a test(): test() runs a queued collective on this thread
+            // to its end, which may be the very wait a Ctrl-C must end.
+            InterruptibleWait ctrl_c(w.comm);
+            try {
+              nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
+              if (ms)
+                w.work.wait(*ms);
+              else
+                w.work.wait();
+            } catch (const Error&) {
+              // Aborted by Ctrl-C: Python's pending KeyboardInterrupt instead (main thread only).
+              if (ctrl_c.interrupted() && PyErr_CheckSignals() != 0) throw nb::python_error();
+              throw;
+            }
           },
           "timeout"_a = nb::none(),
           "Blocks until the operation completes. Raises strata.Error if it failed. With "
           "`timeout` (seconds), also when that passes: the operation keeps running, and a later "
           "wait() may still succeed. Without, it waits while the communicator's operations "
           "complete; if none completes within the communicator's deadline (plus up to 5 s), "
-          "the communicator is aborted and this raises.")
+          "the communicator is aborted and this raises. Ctrl-C (SIGINT, while Python's handler "
+          "is the default one) aborts the communicators being waited on and raises "
+          "KeyboardInterrupt; their peers fail naming this rank.")
       .def(
           "test",
           [](const PyWork& w) {

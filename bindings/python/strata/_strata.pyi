@@ -67,7 +67,7 @@ class Work:
 
     def wait(self, timeout: float | None = None) -> None:
         """
-        Blocks until the operation completes. Raises strata.Error if it failed. With `timeout` (seconds), also when that passes: the operation keeps running, and a later wait() may still succeed. Without, it waits while the communicator's operations complete; if none completes within the communicator's deadline (plus up to 5 s), the communicator is aborted and this raises.
+        Blocks until the operation completes. Raises strata.Error if it failed. With `timeout` (seconds), also when that passes: the operation keeps running, and a later wait() may still succeed. Without, it waits while the communicator's operations complete; if none completes within the communicator's deadline (plus up to 5 s), the communicator is aborted and this raises. Ctrl-C (SIGINT, while Python's handler is the default one) aborts the communicators being waited on and raises KeyboardInterrupt; their peers fail naming this rank.
         """
 
     def test(self) -> bool:
