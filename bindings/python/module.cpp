@@ -138,7 +138,9 @@ void register_communicator(nb::module_& m) {
             nb::gil_scoped_release unlocked;
             return w.work.test();
           },
-          "True when complete; raises strata.Error if the operation failed. Does not block.")
+          "True when complete; raises strata.Error if the operation failed. Does not wait for "
+          "the operation, but may run a queued collective to its end on this thread (as wait() "
+          "would) when no other thread is running the queue.")
       .def_prop_ro(
           "elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
           "Seconds from the operation's start to its completion (0 until complete).")

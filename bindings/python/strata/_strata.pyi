@@ -72,7 +72,7 @@ class Work:
 
     def test(self) -> bool:
         """
-        True when complete; raises strata.Error if the operation failed. Does not block.
+        True when complete; raises strata.Error if the operation failed. Does not wait for the operation, but may run a queued collective to its end on this thread (as wait() would) when no other thread is running the queue.
         """
 
     @property
