@@ -218,7 +218,8 @@ strataResult_t strataGroupEnd(void);
  * operations complete; if none completes within the communicator's deadline (plus up to 5 s),
  * the communicator is aborted and this returns strataTimeout. */
 strataResult_t strataWorkWait(strataWork_t work);
-/* *done = 1 when complete, 0 otherwise; never blocks for long. */
+/* *done = 1 when complete, 0 otherwise. Never waits for a rank that has not issued the
+ * collective yet; may run on this thread one that every rank has issued (strata::Work::test). */
 strataResult_t strataWorkTest(strataWork_t work, int* done);
 /* Releases the handle (the operation itself continues; its buffers must stay valid until done). */
 strataResult_t strataWorkFree(strataWork_t work);

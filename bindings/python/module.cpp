@@ -109,8 +109,8 @@ void register_communicator(nb::module_& m) {
           "wait",
           [](const PyWork& w, std::optional<double> timeout) {
             const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
-            // Armed first, not after a test(): test() runs a queued collective on this thread
-            // to its end, which may be the very wait a Ctrl-C must end.
+            // Armed first, not after a test(): test() may run a queued collective on this
+            // thread to its end, which may be the very wait a Ctrl-C must end.
             InterruptibleWait ctrl_c(w.comm);
             try {
               nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
@@ -138,9 +138,10 @@ void register_communicator(nb::module_& m) {
             nb::gil_scoped_release unlocked;
             return w.work.test();
           },
-          "True when complete; raises strata.Error if the operation failed. Does not wait for "
-          "the operation, but may run a queued collective to its end on this thread (as wait() "
-          "would) when no other thread is running the queue.")
+          "True when complete; raises strata.Error if the operation failed. Never waits for a "
+          "rank that has not issued the collective yet, but may run on this thread (to its end, "
+          "as wait() would) a queued collective that every rank of a group on one node has "
+          "issued, when no other thread is running the queue.")
       .def_prop_ro(
           "elapsed_seconds", [](const PyWork& w) { return w.work.elapsed_seconds(); },
           "Seconds from the operation's start to its completion (0 until complete).")

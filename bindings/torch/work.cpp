@@ -1,6 +1,7 @@
 #include "work.hpp"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "strata/error.hpp"
 
@@ -190,6 +191,11 @@ Completer::~Completer() {
   // reference); serve() needs only the queue, so the thread may finish on its own then.
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();
+  } else if (Py_IsInitialized() && PyGILState_Check()) {
+    // The backend dies with the GIL held (its Python object freed); the thread may be freeing
+    // a work's last tensors, whose Python objects need the GIL.
+    pybind11::gil_scoped_release unlocked;
+    thread_.join();
   } else {
     thread_.join();
   }

@@ -43,9 +43,10 @@ class StrataWork final : public c10d::Work {
   const std::vector<strata::Work>& operations() const { return works_; }
   /// The operation that finishes last (a finished one when there is none).
   strata::Work last_operation() const { return works_.empty() ? strata::Work() : works_.back(); }
-  /// After issuing: completes at once if Strata already has, otherwise hands the work to
-  /// `queue` when its last operation finishes (operations on one communicator finish in issue
-  /// order).
+  /// After issuing: completes at once if Strata already has (Work::test(), which runs the
+  /// collective here when every rank has issued it, and never waits for one that has not),
+  /// otherwise hands the work to `queue` when its last operation finishes (operations on one
+  /// communicator finish in issue order).
   void issued(const std::shared_ptr<CompletionQueue>& queue);
 
   bool wait(std::chrono::milliseconds timeout) override;

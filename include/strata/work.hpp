@@ -31,10 +31,12 @@ class Work {
   /// never times out. Such a failure aborts the communicator: nothing queued runs afterwards,
   /// so the caller may free its buffers once this throws.
   void wait() const;
-  /// True when complete; throws strata::Error if the operation failed. Never waits for the
-  /// operation itself, but when no other thread is running the communicator's queue, it runs
-  /// the operations queued there on this thread, and a collective so started runs to its end
-  /// (as in wait()): up to its deadline when a peer is missing.
+  /// True when complete; throws strata::Error if the operation failed. Never waits for a rank
+  /// that has not issued the collective yet: when no other thread is running the communicator's
+  /// queue, it runs on this thread the queued operations up to the first collective some rank
+  /// has not issued, and a collective so started runs to its end (as in wait()). A group across
+  /// nodes cannot tell whether its peers have issued: there test() leaves collectives to the
+  /// progress thread and to wait().
   bool test() const;
   /// Runs `callback` once when the operation completes, successfully or not (at once, on this
   /// thread, if it already has). It runs on the thread that completes the operation, often

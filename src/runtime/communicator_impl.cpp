@@ -6,6 +6,7 @@
 #include "runtime/device_path.hpp"
 #include "runtime/fingerprint.hpp"
 #include "runtime/group_view.hpp"
+#include "shm/sync.hpp"
 #include "transport/calls/call_bits.hpp"
 #include "transport/ucx/factory.hpp"
 
@@ -103,9 +104,21 @@ runtime::Op Communicator::Impl::next_collective(const char* op_name, int peer, B
   op.dtype = data.dtype;
   op.count = data.count;
   op.reduce = reduce;
-  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t seq = take_seq();
   op.where = ErrorContext{rank, name, op_name, int64_t(seq), peer};
+  op.issued_by_all = issued_by_all(seq);
   return op;
+}
+
+uint64_t Communicator::Impl::take_seq() {
+  const uint64_t seq = coll_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (shm_) shm::publish_issued(*shm_, seq + 1);
+  return seq;
+}
+
+std::function<bool()> Communicator::Impl::issued_by_all(uint64_t seq) const {
+  if (!shm_) return {};
+  return [s = shm_.get(), seq] { return shm::all_issued(*s, seq + 1); };
 }
 
 Work Communicator::Impl::collective(const char* op_name, int peer, Buffer data, int reduce,

@@ -98,6 +98,10 @@ class Communicator::Impl {
  private:
   /// The op of the next collective: its sequence number taken, its context and sizes filled in.
   runtime::Op next_collective(const char* op, int peer, Buffer data, int reduce);
+  /// The next collective's sequence number, taken; on one node, published as issued.
+  uint64_t take_seq();
+  /// runtime::Op::issued_by_all of collective `seq`: empty where the group cannot tell.
+  std::function<bool()> issued_by_all(uint64_t seq) const;
   algo::GroupView view_;  // what choose() needs of the layout and links, fixed at creation
   // Each collective's last choice, one word (bytes << 8 | table index + 1) so no reader sees it
   // torn: a training loop repeats its sizes, and a choice costs ~50 ns of cost-model arithmetic.

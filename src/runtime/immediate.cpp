@@ -37,7 +37,7 @@ std::optional<Work> Communicator::Impl::try_now(const algo::Algorithm& algo, alg
   const std::optional<uint64_t> number = now.publish(*shm_, a);
   if (!number) return std::nullopt;
   const algo::Shape& shape = algo::shape(c);
-  const auto seq = int64_t(coll_seq_.fetch_add(1, std::memory_order_relaxed));
+  const auto seq = int64_t(take_seq());
   ErrorContext where{rank, name, shape.name.data(), seq, -1};
   STRATA_LOG(TRACE, "COLL") << shape.name << " seq " << seq << " on " << name << " (immediate)";
   const auto started = Clock::now();
@@ -51,6 +51,7 @@ std::optional<Work> Communicator::Impl::try_now(const algo::Algorithm& algo, alg
   rest.count = a.count;
   rest.reduce = shape.reduces ? int(a.op) : -1;
   rest.where = std::move(where);
+  rest.issued_by_all = issued_by_all(uint64_t(seq));
   rest.run = [this, &now, number = *number, a](transport::Transport& w, runtime::Op& self) {
     algo::Exec e{w,          shm_.get(), &write_modes_, levels_.get(), self.deadline,
                  self.where, &w,         &view_};

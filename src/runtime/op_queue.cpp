@@ -284,11 +284,13 @@ bool OpQueue::poll_p2p_locked() {
   return moved;
 }
 
-bool OpQueue::step_locked() {
+bool OpQueue::step_locked(bool issued_only) {
   std::optional<Op> op;
   {
     std::lock_guard<std::mutex> q(queue_mu_);
-    if (!queue_.empty()) {
+    const bool waits = !queue_.empty() && issued_only && queue_.front().is_collective &&
+                       !(queue_.front().issued_by_all && queue_.front().issued_by_all());
+    if (!queue_.empty() && !waits) {
       op.emplace(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -313,19 +315,23 @@ void OpQueue::fail_all_locked(const std::function<Error(const ErrorContext&)>& w
   for (auto& op : queued) finish_locked(op, std::make_exception_ptr(why(op.where)));
 }
 
-void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
+void OpQueue::drive(detail::WorkState& target, Clock::time_point until, bool issued_only) {
   const auto spin = spin_budget(transport_->oversubscribed());
   set_inline_caller(true);
   blocked_.fetch_add(1);
-  disarm_kick();  // this caller runs the queue now: no need to wake the progress thread
+  // This caller runs the queue now: no need to wake the progress thread. A test() may leave
+  // work for it, so keeps the timer (two system calls saved when it does).
+  if (!issued_only) disarm_kick();
   struct Reset {
     OpQueue& q;
+    bool issued_only;
     ~Reset() {
       set_inline_caller(false);
       q.blocked_.fetch_sub(1);
-      q.kick_if_work_left();
+      // (The thread clears the timer when it finds a caller driving.)
+      if (!issued_only || q.kick_due_.load() == 0) q.kick_if_work_left();
     }
-  } reset{*this};
+  } reset{*this, issued_only};
   for (;;) {
     if (target.finished()) return;
     // Another thread may be executing; take over as soon as it lets go (it may have finished our
@@ -341,7 +347,7 @@ void OpQueue::drive(detail::WorkState& target, Clock::time_point until) {
                     [&] { return target.finished(); })) {
       auto spin_until = Clock::now() + spin;
       while (!target.finished()) {
-        if (step_locked() || transport_->progress()) {
+        if (step_locked(issued_only) || transport_->progress()) {
           spin_until = Clock::now() + spin;
           continue;
         }

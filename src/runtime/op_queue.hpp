@@ -47,6 +47,9 @@ struct Op {
   int reduce = -1;      // the ReduceOp of reductions, else -1
   uint64_t record = 0;  // its flight-recorder id
   std::function<void(transport::Transport&, Op&)> run;
+  /// A collective's: true once every rank of the group has issued it, so that running it waits
+  /// for no rank's caller (Work::test()). Empty where the group cannot tell (across nodes).
+  std::function<bool()> issued_by_all;
   transport::Request request;  // point-to-point only
   Clock::time_point deadline{};
   std::shared_ptr<detail::WorkState> work;
@@ -63,8 +66,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
   void start();
   /// Queues `op` and returns its work state.
   std::shared_ptr<detail::WorkState> submit(Op op);
-  /// Drives the queue from the calling thread until `target` finishes or `until` passes.
-  void drive(detail::WorkState& target, Clock::time_point until);
+  /// Drives the queue from the calling thread until `target` finishes or `until` passes. With
+  /// `issued_only`, stops before a collective some rank has not issued yet (Work::test()).
+  void drive(detail::WorkState& target, Clock::time_point until, bool issued_only = false);
   /// The immediate path (runtime/immediate.cpp): an operation the caller completes itself, inside
   /// the call that issued it, with no Op, no queue and no allocation. try_claim() hands the
   /// caller the transport and the shared segment when no other thread holds them, nothing is queued
@@ -108,7 +112,9 @@ class OpQueue : public std::enable_shared_from_this<OpQueue> {
 
  private:
   // All of the following need exec_mu_.
-  bool step_locked();  // runs one queued op or polls p2p; true if anything moved
+  // Runs one queued op (with issued_only, not a collective some rank has not issued) or polls
+  // p2p; true if anything moved.
+  bool step_locked(bool issued_only = false);
   void run_locked(Op& op);
   void finish_locked(Op& op, std::exception_ptr e);
   bool poll_p2p_locked();

@@ -58,7 +58,7 @@ void Work::wait() const {
 bool Work::test() const {
   if (!state_) return true;
   if (state_->poll) state_->poll();
-  if (auto queue = state_->queue.lock()) queue->drive(*state_, Clock::now());
+  if (auto queue = state_->queue.lock()) queue->drive(*state_, Clock::now(), true);
   const auto status = state_->status.load(std::memory_order_acquire);
   if (status == detail::WorkState::Status::failed) std::rethrow_exception(state_->error);
   return status == detail::WorkState::Status::done;

@@ -65,6 +65,9 @@ struct SlotHeader {
   Counter reduced;          ///< chunks whose reduced sub-block this rank has published
   Counter consumed;         ///< chunks this rank has finished reading from every slot
   Stamp stamps[kMaxDepth];  ///< one per staging buffer
+  /// Collectives this rank has issued on the group, staged or not: Work::test() starts one only
+  /// once every rank has (sync.hpp, all_issued).
+  Counter issued;
   /// Set when this rank abandoned a collective (its peers' waits fail at once instead of at
   /// their deadline, quoting `why`); the group is unusable afterwards.
   std::atomic<uint32_t> gave_up{0};

@@ -188,6 +188,13 @@ void give_up(Segment& s, int rank, const ErrorContext& where, const std::string&
   throw Error(ErrorCode::invalid_argument, w, what);
 }
 
+bool all_issued(Segment& s, uint64_t count) {
+  for (int j = 0; j < s.size(); ++j) {
+    if (s.header(j).issued.value.load(std::memory_order_acquire) < count) return false;
+  }
+  return true;
+}
+
 void publish(Segment& s, Field f, uint64_t value) {
   auto& c = s.header(s.rank()).*f;
   publish_flag({c.value, c.waiters}, value);

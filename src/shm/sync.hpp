@@ -19,6 +19,14 @@ using Field = Counter SlotHeader::*;
 /// Sets this rank's counter `f` to `value` and wakes peers sleeping on it.
 void publish(Segment& s, Field f, uint64_t value);
 
+/// This rank has issued `count` collectives on the group. A plain store: nobody sleeps on it.
+inline void publish_issued(Segment& s, uint64_t count) {
+  s.header(s.rank()).issued.value.store(count, std::memory_order_release);
+}
+
+/// True when every rank has issued at least `count` collectives on the group. Never blocks.
+bool all_issued(Segment& s, uint64_t count);
+
 /// Waits until `rank`'s counter reaches `value`; throws (timeout, naming the peer) at `deadline`,
 /// or at once when `rank` gave up or is in a tiny collective (one cache line) instead.
 void wait_for(Segment& s, int rank, Field f, uint64_t value, Clock::time_point deadline,

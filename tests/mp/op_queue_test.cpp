@@ -98,3 +98,33 @@ TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
   }
   w.barrier().wait();
 }
+
+// Work::test() never waits for a rank that has not issued the collective yet: rank 0 tests its
+// all-reduces, then lets the others issue theirs (a send on another group). Were test() to start
+// them there, it would wait for peers that wait for it, until the deadline. Both paths: a
+// staged all-reduce (queued) and an 8-byte one (the immediate path hands the rest to the queue).
+TEST(OpQueue, TestWaitsForNoRankThatHasNotIssued) {
+  auto& w = mp::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer (world size 1)";
+  Communicator side = w.split(0, w.rank(), {.name = "go-ahead"});
+  for (const size_t count : {size_t(2), size_t(1) << 20}) {
+    std::vector<int32_t> v(count, w.rank() + 1);
+    std::vector<int32_t> go(1, 1);
+    Work op;
+    if (w.rank() == 0) {
+      op = w.all_reduce(buffer(v), ReduceOp::sum);
+      for (int i = 0; i < 100; ++i) EXPECT_FALSE(op.test()) << "the peers have not issued it";
+      for (int peer = 1; peer < w.size(); ++peer) side.send(buffer(go), peer, 1).wait();
+    } else {
+      side.recv(buffer(go), 0, 1).wait();
+      op = w.all_reduce(buffer(v), ReduceOp::sum);
+    }
+    // Issued everywhere now: test() alone (or the progress thread) completes it.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!op.test() && std::chrono::steady_clock::now() < until) {
+    }
+    ASSERT_TRUE(op.test()) << count;
+    EXPECT_EQ(v, std::vector<int32_t>(count, w.size() * (w.size() + 1) / 2)) << count;
+  }
+  w.barrier().wait();
+}

@@ -161,6 +161,24 @@ def test_future_then_runs_without_a_waiter():
     assert torch.equal(fut.wait(), torch.full((N,), 20.0 * size()))
 
 
+@pytest.mark.parametrize("n", [2, 1 << 20])  # the immediate path's size, and a staged one
+def test_async_work_returns_before_the_peers_issue_it(n):
+    # As gloo's and NCCL's: rank 0's async all_reduce returns at once, and only then (told through
+    # the store) do the others call theirs. Run on the issuing thread, it would wait for them.
+    store = dist.distributed_c10d._get_default_store()
+    key = f"async-issued-{n}"
+    t = torch.full((n,), float(rank() + 1))
+    if rank() == 0:
+        work = dist.all_reduce(t, async_op=True)
+        assert not work.is_completed()
+        store.set(key, "1")
+    else:
+        store.wait([key], timedelta(seconds=20))
+        work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    assert torch.equal(t, torch.full((n,), float(sum(range(1, size() + 1)))))
+
+
 def test_many_outstanding_operations_complete_in_order():
     ts = [torch.full((N,), float(i + rank())) for i in range(50)]
     works = [dist.all_reduce(t, async_op=True) for t in ts]

@@ -72,7 +72,7 @@ class Work:
 
     def test(self) -> bool:
         """
-        True when complete; raises strata.Error if the operation failed. Does not wait for the operation, but may run a queued collective to its end on this thread (as wait() would) when no other thread is running the queue.
+        True when complete; raises strata.Error if the operation failed. Never waits for a rank that has not issued the collective yet, but may run on this thread (to its end, as wait() would) a queued collective that every rank of a group on one node has issued, when no other thread is running the queue.
         """
 
     @property
