@@ -56,7 +56,7 @@ PUBLIC_LAYER = {
 CONSUMERS = {
     "bindings/c": ["bootstrap", "base"],
     "bindings/python": [],
-    "bindings/torch": [],
+    "bindings/torch": ["bindings/python"],  # the Ctrl-C guard's table (bindings/torch/ctrl_c.hpp)
     "trainer": [],
     "planner": ["model", "parallel", "train", "validate"],  # the trainer's formulas and checks
     "tools": [],
@@ -145,7 +145,8 @@ def judge(layer, spelled, library):
         target = spelled.split("/")[0]
         if layer == "trainer" and target in TRAINER:
             return None  # judged by judge_trainer
-        if target == "strata" or target in CONSUMERS[layer] or spelled.startswith(layer + "/"):
+        if target == "strata" or spelled.startswith(layer + "/") or any(
+                spelled.startswith(c + "/") for c in CONSUMERS[layer]):
             return None
         return f'{layer} includes "{spelled}"; it may include strata/ and {CONSUMERS[layer]}'
     direct, reached = library[layer]

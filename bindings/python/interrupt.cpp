@@ -130,4 +130,12 @@ bool InterruptibleWait::interrupted() const {
   return g_generation.load(std::memory_order_seq_cst) != generation_;
 }
 
+const InterruptApi& interrupt_api() {
+  static const InterruptApi api{
+      [](const Communicator& comm) -> void* { return new InterruptibleWait(comm); },
+      [](const void* g) { return static_cast<const InterruptibleWait*>(g)->interrupted(); },
+      [](void* g) { delete static_cast<InterruptibleWait*>(g); }};
+  return api;
+}
+
 }  // namespace strata::py

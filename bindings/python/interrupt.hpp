@@ -15,7 +15,9 @@
 
 namespace strata::py {
 
-/// Registers `comm` as waited on by this thread for the guard's lifetime (taken with the GIL held).
+/// Registers `comm` as waited on by this thread for the guard's lifetime. Taken with the GIL held
+/// or not (the torch backend's waits run without it); without it, a signal.signal() on another
+/// thread at that very moment may be put behind this module's handler rather than in front.
 class InterruptibleWait {
  public:
   explicit InterruptibleWait(const Communicator& comm);
@@ -29,5 +31,16 @@ class InterruptibleWait {
   uint64_t id_;
   uint64_t generation_;
 };
+
+/// The guard for another extension module, the torch backend: it must share this module's one
+/// SIGINT handler and watcher (a second copy would chain in front of this one, each then calling
+/// the other). _strata exports this table as the capsule kInterruptCapsule.
+struct InterruptApi {
+  void* (*begin)(const Communicator& comm);  ///< a new InterruptibleWait (with the GIL)
+  bool (*interrupted)(const void* guard);
+  void (*end)(void* guard);  ///< deletes it
+};
+inline constexpr const char* kInterruptCapsule = "strata._strata._interrupt_api";
+const InterruptApi& interrupt_api();
 
 }  // namespace strata::py

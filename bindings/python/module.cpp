@@ -393,6 +393,10 @@ NB_MODULE(_strata, m) {
   m.doc() = "Strata collective communication (the compiled part of the strata package).";
   m.attr("__version__") = STRATA_VERSION;
   m.attr("ANY_SOURCE") = strata::kAnySource;
+  // For the torch backend's waits (interrupt.hpp): one SIGINT handler for both modules.
+  m.attr("_interrupt_api") = nanobind::steal(
+      PyCapsule_New(const_cast<strata::py::InterruptApi*>(&strata::py::interrupt_api()),
+                    strata::py::kInterruptCapsule, nullptr));
   m.def("library_versions", &strata::library_versions,
         "[(name, version)] of Strata and the libraries it runs on, as loaded: Strata, MPI, UCX, "
         "hwloc, libxml2.");

@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "call_stream.hpp"
+#include "ctrl_c.hpp"
 #include "process_group.hpp"
 
 namespace {
@@ -16,6 +17,7 @@ using strata::torch_backend::ProcessGroupStrata;
 PYBIND11_MODULE(_strata_torch, m) {
   m.doc() = "The torch.distributed backend 'strata' (import strata.torch to register it)";
   py::module_::import("torch.distributed");  // c10d's Store and Backend types, registered first
+  strata::torch_backend::CtrlC::load();      // strata._strata is imported already (strata/torch.py)
   py::class_<ProcessGroupStrata, c10d::Backend, c10::intrusive_ptr<ProcessGroupStrata>>(
       m, "ProcessGroupStrata");
   m.def(

@@ -168,7 +168,7 @@ WorkPtr ProcessGroupStrata::peer_op(OpType type, const char* title,
   }
   auto work = c10::make_intrusive<StrataWork>(
       getRank(), type, title, tensors, sends ? std::vector<at::Tensor>{} : tensors,
-      deadline(c10d::kUnsetTimeout), CallStream(call_device(tensors, {}, title)));
+      deadline(c10d::kUnsetTimeout), CallStream(call_device(tensors, {}, title)), comm_);
   work->on_success(std::move(finisher));
   kept_.push_back({work, op, tensors[0]});
   return work;

@@ -142,7 +142,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupStrata::run(c10d::OpType type, const 
   TORCH_CHECK(comm_, "strata: rank ", getRank(), " used a process group after shutdown()");
   const CallStream stream(call_device(inputs, outputs, title));
   auto work = c10::make_intrusive<StrataWork>(getRank(), type, title, inputs, std::move(outputs),
-                                              deadline(timeout), stream);
+                                              deadline(timeout), stream, comm_);
   // torch calls from more than one thread (DDP on CUDA issues from autograd's device thread);
   // its callers keep one order on every rank, as ProcessGroupNCCL requires, so the calling
   // thread takes the issuing over, one call at a time.

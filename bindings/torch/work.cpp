@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "ctrl_c.hpp"
 #include "strata/error.hpp"
 
 namespace strata::torch_backend {
@@ -25,11 +26,12 @@ std::exception_ptr torch_exception(std::exception_ptr e) {
 
 StrataWork::StrataWork(int rank, c10d::OpType type, const char* profiling_title,
                        const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-                       std::chrono::milliseconds timeout, CallStream stream)
+                       std::chrono::milliseconds timeout, CallStream stream, Communicator group)
     : c10d::Work(rank, type, profiling_title, inputs),
       outputs_(std::move(outputs)),
       timeout_(timeout),
       stream_(std::move(stream)),
+      group_(std::move(group)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), stream_.devices())) {}
 
@@ -115,6 +117,16 @@ bool StrataWork::wait(std::chrono::milliseconds timeout) {
     stream_.order_current_stream_after();
     return true;
   }
+  const CtrlC ctrl_c(group_);
+  try {
+    return wait_on_host(timeout);
+  } catch (...) {
+    ctrl_c.raise_if_interrupted();
+    throw;
+  }
+}
+
+bool StrataWork::wait_on_host(std::chrono::milliseconds timeout) {
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   if (!claimed_.load()) {

@@ -23,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "call_stream.hpp"
+#include "strata/communicator.hpp"
 #include "strata/work.hpp"
 
 namespace strata::torch_backend {
@@ -32,10 +33,11 @@ class CompletionQueue;
 class StrataWork final : public c10d::Work {
  public:
   /// `outputs` is what result() and the future give; `timeout` bounds wait() without argument;
-  /// `stream` is the call's (a default one for CPU tensors).
+  /// `stream` is the call's (a default one for CPU tensors); `group` is the group it runs on,
+  /// which a Ctrl-C during wait() aborts (ctrl_c.hpp).
   StrataWork(int rank, c10d::OpType type, const char* profiling_title,
              const std::vector<at::Tensor>& inputs, std::vector<at::Tensor> outputs,
-             std::chrono::milliseconds timeout, CallStream stream);
+             std::chrono::milliseconds timeout, CallStream stream, Communicator group);
 
   /// Issuing, on the caller's thread: the Strata operations, then the finisher.
   void add(strata::Work w) { works_.push_back(std::move(w)); }
@@ -64,11 +66,13 @@ class StrataWork final : public c10d::Work {
   void complete();
 
  private:
+  bool wait_on_host(std::chrono::milliseconds timeout);
   std::vector<strata::Work> works_;
   std::function<void()> finisher_;
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds timeout_;
   CallStream stream_;
+  Communicator group_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> claimed_{false};
 };
