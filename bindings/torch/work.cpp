@@ -7,6 +7,9 @@
 #include "strata/error.hpp"
 
 namespace strata::torch_backend {
+namespace {
+thread_local const StrataWork* t_waiting_on = nullptr;  // the work this thread's wait() runs
+}  // namespace
 
 std::exception_ptr torch_exception(std::exception_ptr e) {
   try {
@@ -56,18 +59,23 @@ void StrataWork::issued(const std::shared_ptr<CompletionQueue>& queue) {
     complete();
     return;
   }
-  bool done = false;
-  try {
-    done = works_.back().test();
-  } catch (const std::exception&) {
-    done = true;  // failed already: complete() records the error
-  }
-  if (done) {
+  if (last_operation_finished()) {
     complete();
     return;
   }
   c10::intrusive_ptr<StrataWork> self = c10::intrusive_ptr<StrataWork>::reclaim_copy(this);
-  works_.back().on_complete([queue, self]() mutable { queue->push(std::move(self)); });
+  works_.back().on_complete([queue, self]() mutable {
+    // A thread waiting on it completes it next (and holds a reference: dropping ours is safe).
+    if (t_waiting_on != self.get()) queue->push(std::move(self));
+  });
+}
+
+bool StrataWork::last_operation_finished() const {
+  try {
+    return works_.back().test();
+  } catch (const std::exception&) {
+    return true;  // failed: complete() records the error
+  }
 }
 
 int StrataWork::sourceRank() const {
@@ -131,7 +139,11 @@ bool StrataWork::wait_on_host(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   if (!claimed_.load()) {
     // Wait on Strata directly (it polls), then complete on this thread: no hand-off to the
-    // Completer on the latency path of a blocking collective.
+    // Completer on the latency path of a blocking collective. Run here, the completion callback
+    // leaves the work to this thread: waking the Completer would cost a context switch a call
+    // (on two vCPUs it preempts the peer).
+    const StrataWork* const outer = t_waiting_on;
+    t_waiting_on = this;
     bool all_done = true;
     for (const strata::Work& w : works_) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -148,6 +160,7 @@ bool StrataWork::wait_on_host(std::chrono::milliseconds timeout) {
         break;
       }
     }
+    t_waiting_on = outer;
     if (all_done) complete();
   }
   std::unique_lock<std::mutex> lock(mutex_);

@@ -67,6 +67,7 @@ class StrataWork final : public c10d::Work {
 
  private:
   bool wait_on_host(std::chrono::milliseconds timeout);
+  bool last_operation_finished() const;  // Work::test() of the last; true if it failed
   std::vector<strata::Work> works_;
   std::function<void()> finisher_;
   std::vector<at::Tensor> outputs_;
