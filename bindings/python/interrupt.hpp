@@ -36,7 +36,7 @@ class InterruptibleWait {
 /// SIGINT handler and watcher (a second copy would chain in front of this one, each then calling
 /// the other). _strata exports this table as the capsule kInterruptCapsule.
 struct InterruptApi {
-  void* (*begin)(const Communicator& comm);  ///< a new InterruptibleWait (with the GIL)
+  void* (*begin)(const Communicator& comm);  ///< a new InterruptibleWait (GIL held or not)
   bool (*interrupted)(const void* guard);
   void (*end)(void* guard);  ///< deletes it
 };
