@@ -42,7 +42,8 @@ class Work {
   /// thread, if it already has). It runs on the thread that completes the operation, often
   /// Strata's progress thread: it must be short and must not call into Strata, wait, or hold
   /// the last copy of a Communicator (the progress thread cannot end its own group): hand the
-  /// news to a thread of your own. One callback per operation; a later call replaces it.
+  /// news to a thread of your own. An operation runs every callback given it, in that order
+  /// (two owners of one operation each get theirs).
   void on_complete(std::function<void()> callback) const;
   /// Seconds between the operation's start and its completion (0 until complete, and for an
   /// operation that completed inside the call that issued it: a tiny all-reduce on one node).

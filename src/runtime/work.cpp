@@ -66,7 +66,7 @@ bool Work::test() const {
 
 void Work::on_complete(std::function<void()> callback) const {
   if (!state_) return callback();  // a default-constructed Work is complete
-  state_->set_callback(std::move(callback));
+  state_->add_callback(std::move(callback));
 }
 
 double Work::elapsed_seconds() const {

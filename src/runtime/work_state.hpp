@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "strata/error.hpp"
 #include "strata/types.hpp"
@@ -32,8 +33,8 @@ struct WorkState {
   ErrorContext where;  // the operation's rank, group, name and seq, for Work::wait's own errors
   std::mutex mu;
   std::condition_variable cv;
-  std::atomic<int> sleepers{0};       // threads in sleep_until()
-  std::function<void()> on_complete;  // guarded by mu; run once, by whoever sees both
+  std::atomic<int> sleepers{0};                    // threads in sleep_until()
+  std::vector<std::function<void()>> on_complete;  // guarded by mu; each run once
   std::atomic<bool> has_callback{false};
   /// Set for an operation no op queue drives (a device send or receive: runtime/device_path.cpp):
   /// a waiting thread calls it until it returns true, having completed the state.
@@ -59,24 +60,24 @@ struct WorkState {
     }
     if (has_callback.load(std::memory_order_seq_cst)) run_callback();
   }
-  /// Registers `f` to run once when finished (now, if already). Like the sleepers, the flag
-  /// and the status are each written before the other is read, so one side sees the other.
-  void set_callback(std::function<void()> f) {
+  /// Adds `f` to run once when finished (now, if already), after those added before it. Like
+  /// the sleepers, the flag and the status are each written before the other is read, so one
+  /// side sees the other; whoever takes the list under the lock runs it.
+  void add_callback(std::function<void()> f) {
     {
       std::lock_guard<std::mutex> l(mu);
-      on_complete = std::move(f);
+      on_complete.push_back(std::move(f));
     }
     has_callback.store(true, std::memory_order_seq_cst);
     if (finished()) run_callback();
   }
   void run_callback() {
-    std::function<void()> f;
+    std::vector<std::function<void()>> fs;
     {
       std::lock_guard<std::mutex> l(mu);
-      f = std::move(on_complete);
-      on_complete = nullptr;
+      fs.swap(on_complete);
     }
-    if (f) f();
+    for (auto& f : fs) f();
   }
   /// Sleeps until finished() or `until`.
   void sleep_until(Clock::time_point until) {

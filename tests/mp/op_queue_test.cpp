@@ -60,23 +60,26 @@ TEST(OpQueue, PendingReceiveUsesNoCpu) {
 }
 
 // Work::on_complete: runs exactly once, after the result is in place, without anyone waiting
-// (the torch backend completes its futures this way), and for a failed operation too.
+// (the torch backend completes its futures this way), and for a failed operation too. Every
+// callback given runs, in order: a torch batch and its last send share one operation.
 TEST(OpQueue, CompletionCallbackRunsOnceWithoutAWaiter) {
   auto& w = mp::world();
   std::vector<int64_t> v(100000, w.rank() + 1);
-  std::atomic<int> calls{0};
+  std::atomic<int> calls{0}, second{0};
   std::vector<int64_t> seen;  // the whole result as the callback found it
   Work op = w.all_reduce(buffer(v), ReduceOp::sum);
   op.on_complete([&] {
     seen = v;
     calls.fetch_add(1);  // releases `seen` to the test thread
   });
+  op.on_complete([&] { second.store(calls.load() == 1 ? 1 : -1); });  // -1: ran before the first
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (calls.load() == 0 && std::chrono::steady_clock::now() < until) {
+  while (second.load() == 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   op.wait();
   EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(second.load(), 1);
   EXPECT_EQ(seen, std::vector<int64_t>(v.size(), int64_t(w.size()) * (w.size() + 1) / 2));
   // Registered after completion: runs at once, on this thread.
   int late = 0;

@@ -3,6 +3,9 @@ source, batch_isend_irecv and the coalescing manager; run after test_collectives
 of the same job.
 """
 
+import time
+from datetime import timedelta
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -51,6 +54,30 @@ def test_coalescing_manager_waits_for_what_it_holds():
     works[0].wait()
     assert torch.equal(got[0], data(prv + 9, 1 << 18, torch.float32))
     assert torch.equal(got[1], data(nxt + 10, 1 << 18, torch.float32))
+
+
+def test_a_batchs_future_completes_without_a_wait():
+    """The end's work completes its future when its operations finish, as every other work
+    does: nobody calls wait(). Rank 0 issues first, so its batch is still running when issued."""
+    if size() < 2:
+        pytest.skip("needs 2 ranks")
+    store = dist.distributed_c10d._get_default_store()
+    nxt, prv = (rank() + 1) % size(), (rank() - 1) % size()
+    got = torch.zeros(1 << 18)
+    if rank() != 0:
+        store.wait(["batch-future"], timedelta(seconds=20))
+    sent = data(rank() + 3, 1 << 18, torch.float32)
+    works = dist.batch_isend_irecv([dist.P2POp(dist.isend, sent, nxt),
+                                    dist.P2POp(dist.irecv, got, prv)])
+    if rank() == 0:
+        assert not works[0].is_completed()
+        store.set("batch-future", "1")
+    future = works[0].get_future()
+    until = time.monotonic() + 20
+    while not future.done() and time.monotonic() < until:
+        time.sleep(0.01)
+    assert future.done(), f"rank {rank()}: the batch's future never completed"
+    assert torch.equal(got, data(prv + 3, 1 << 18, torch.float32))
 
 
 def test_send_recv_tags_match_their_own_messages():
