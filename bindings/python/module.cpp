@@ -76,6 +76,24 @@ PyWork issue(Communicator& c, Buffers& b, F&& f) {
   return PyWork(std::move(w), c, b.take());
 }
 
+// A buffer only the root converts (gather's output, scatter's and reduce's on the root): a
+// conversion that fails (not a buffer, read-only, strided) is told to the other ranks first, so
+// that their call fails naming this rank at once instead of waiting for it, then raised as it was.
+template <typename Convert>
+Buffer root_buffer(Communicator& c, const char* op, int root, Buffer data, ReduceOp o,
+                   Convert convert) {
+  try {
+    return convert();
+  } catch (const std::exception& e) {
+    try {
+      nb::gil_scoped_release unlocked;  // it waits for the notice to leave
+      c.refuse_root_call(op, root, data, o, e.what());
+    } catch (const Error&) {  // the same reason, which the conversion's own error gives
+    }
+    throw;
+  }
+}
+
 std::vector<size_t> prefix_sums(const std::vector<size_t>& counts) {
   std::vector<size_t> d(counts.size());
   size_t at = 0;
@@ -328,7 +346,9 @@ void register_communicator(nb::module_& m) {
             }
             const Buffer in = b.input(input, "input");
             // Ignored on the other ranks: not looked at, so anything there (None) is fine.
-            const Buffer out = is_root ? b.output(output, "output") : Buffer{};
+            const Buffer out = is_root ? root_buffer(c, "reduce", root, in, o,
+                                                     [&] { return b.output(output, "output"); })
+                                       : Buffer{};
             return issue(c, b, [&] { return c.reduce(in, out, o, root); });
           },
           "input"_a, "output"_a.none() = nb::none(), "op"_a = "sum", "root"_a = 0,
@@ -342,7 +362,10 @@ void register_communicator(nb::module_& m) {
             // Ignored on the other ranks: not looked at. None on the root is an empty buffer, which
             // the library refuses there and tells the other ranks of, so they fail at once too.
             Buffer out{nullptr, 0, in.dtype, in.memory};
-            if (c.rank() == root && !output.is_none()) out = b.output(output, "output");
+            if (c.rank() == root && !output.is_none()) {
+              out = root_buffer(c, "gather", root, in, ReduceOp::sum,
+                                [&] { return b.output(output, "output"); });
+            }
             return issue(c, b, [&] { return c.gather(in, out, root); });
           },
           "input"_a, "output"_a.none() = nb::none(), "root"_a = 0,
@@ -354,7 +377,10 @@ void register_communicator(nb::module_& m) {
             const Buffer out = b.output(output, "output");
             // As gather's output: ignored elsewhere, and None on the root refused by the library.
             Buffer in{nullptr, 0, out.dtype, out.memory};
-            if (c.rank() == root && !input.is_none()) in = b.input(input, "input");
+            if (c.rank() == root && !input.is_none()) {
+              in = root_buffer(c, "scatter", root, out, ReduceOp::sum,
+                               [&] { return b.input(input, "input"); });
+            }
             return issue(c, b, [&] { return c.scatter(in, out, root); });
           },
           "input"_a.none(), "output"_a, "root"_a = 0,

@@ -64,6 +64,20 @@ const at::Tensor& ProcessGroupStrata::single(const std::vector<at::Tensor>& tens
   return tensors[0];
 }
 
+void ProcessGroupStrata::root_checks(const char* op, Buffer data,
+                                     const std::function<void()>& checks) {
+  TORCH_CHECK(comm_, "strata: rank ", getRank(), " used a process group after shutdown()");
+  try {
+    checks();
+  } catch (const c10::Error& e) {
+    try {
+      comm_.refuse_root_call(op, getRank(), data, ReduceOp::sum, e.what_without_backtrace());
+    } catch (const Error&) {  // the same reason: torch's error says it
+    }
+    throw;
+  }
+}
+
 WorkPtr ProcessGroupStrata::broadcast(std::vector<at::Tensor>& tensors,
                                       const c10d::BroadcastOptions& opts) {
   Staged t(single(tensors, "broadcast"), "broadcast");

@@ -109,6 +109,10 @@ class ProcessGroupStrata final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> peer_op(c10d::OpType type, const char* title,
                                          const std::vector<at::Tensor>& tensors, PeerOp op,
                                          std::function<void()> finisher);
+  /// Runs the checks only the root of `op` can make; a failure is told to the other ranks
+  /// first (Communicator::refuse_root_call), so their call fails naming this rank instead of
+  /// waiting for it. `data` is the buffer every rank passes.
+  void root_checks(const char* op, Buffer data, const std::function<void()>& checks);
   /// One tensor per rank and per call, as torch's CPU backends take it.
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) const;
 

@@ -102,10 +102,12 @@ WorkPtr ProcessGroupStrata::gather(std::vector<std::vector<at::Tensor>>& outputs
   std::vector<at::Tensor> outs;
   at::Tensor flat;
   if (root) {
-    TORCH_CHECK_VALUE(outputs.size() == 1 && int(outputs[0].size()) == getSize(),
-                      "strata gather: the root needs one list of ", getSize(), " output tensors");
+    root_checks("gather", in.buffer(), [&] {
+      TORCH_CHECK_VALUE(outputs.size() == 1 && int(outputs[0].size()) == getSize(),
+                        "strata gather: the root needs one list of ", getSize(), " output tensors");
+      check_blocks(outputs[0], in.flat(), "gather", "output", "an input");
+    });
     outs = outputs[0];
-    check_blocks(outs, in.flat(), "gather", "output", "an input");
     flat = at::empty({in.flat().numel() * getSize()}, in.flat().options());
   } else {
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
@@ -143,9 +145,11 @@ WorkPtr ProcessGroupStrata::scatter(std::vector<at::Tensor>& outputs,
   const bool root = getRank() == opts.rootRank;
   at::Tensor flat;
   if (root) {
-    TORCH_CHECK_VALUE(inputs.size() == 1 && int(inputs[0].size()) == getSize(),
-                      "strata scatter: the root needs one list of ", getSize(), " input tensors");
-    check_blocks(inputs[0], out.flat(), "scatter", "input", "an output");
+    root_checks("scatter", out.buffer(), [&] {
+      TORCH_CHECK_VALUE(inputs.size() == 1 && int(inputs[0].size()) == getSize(),
+                        "strata scatter: the root needs one list of ", getSize(), " input tensors");
+      check_blocks(inputs[0], out.flat(), "scatter", "input", "an output");
+    });
     flat = flat_cat(inputs[0]);
   } else {
     TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),

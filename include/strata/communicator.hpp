@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/store.hpp"
@@ -136,6 +137,14 @@ class Communicator {
   Work gather(Buffer input, Buffer output, int root);
   /// root sends block r of input (size() * output.count elements) to rank r.
   Work scatter(Buffer input, Buffer output, int root);
+  /// For a caller that checks the root's own arguments itself (a binding converting gather's
+  /// output or scatter's input) and finds them wrong: on the root, in place of the call, tells
+  /// the other ranks, whose matching call then fails naming this rank and `why` instead of
+  /// waiting for it, and throws Error(invalid_argument) with `why`. `collective` is "broadcast",
+  /// "reduce", "gather" or "scatter"; `data` the buffer every rank passes (broadcast's and
+  /// scatter's output, reduce's and gather's input); `op` reduce's operation.
+  [[noreturn]] void refuse_root_call(std::string_view collective, int root, Buffer data,
+                                     ReduceOp op, const std::string& why);
   /// Point-to-point. Messages between one pair with one tag match in issue order. A CUDA buffer
   /// on NCCL takes tag 0 only (NCCL has no tags; others are refused by name).
   Work send(Buffer input, int peer, uint32_t tag = 0);

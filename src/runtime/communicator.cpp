@@ -17,27 +17,6 @@ namespace strata {
 using runtime::checked;
 using runtime::place;
 
-namespace {
-
-uint8_t* at(const Buffer& b, size_t elements) {
-  return static_cast<uint8_t*>(b.data) + elements * dtype_size(b.dtype);
-}
-
-// Runs `checks`, those only this rank can make (a root's buffers). A failure is told to every
-// rank before it is thrown here, so that the others fail naming this rank instead of waiting.
-template <typename Checks>
-void root_checks(Communicator::Impl& c, const char* op, int root, Buffer data, int reduce,
-                 Checks checks) {
-  try {
-    checks();
-  } catch (const Error& e) {
-    c.refuse(op, root, data, reduce, e);
-    throw;
-  }
-}
-
-}  // namespace
-
 namespace runtime {
 
 Communicator::Impl& checked(const std::shared_ptr<Communicator::Impl>& impl,
@@ -125,7 +104,7 @@ Work Communicator::reduce_scatter(Buffer in, Buffer out, ReduceOp op) {
   check.count(in, check.times(out, c.size, "output"), "input",
               "reduce_scatter input is size() * output count");
   check.reduce_op(in.dtype, op);
-  check.no_overlap(in, out, out.data == at(in, out.count * c.rank));
+  check.no_overlap(in, out, out.data == runtime::element_at(in, out.count * c.rank));
   return runtime::call(
       c, algo::Collective::reduce_scatter,
       {.in = in.data, .out = out.data, .count = out.count, .dtype = in.dtype, .op = op},
@@ -140,7 +119,7 @@ Work Communicator::all_gather(Buffer in, Buffer out) {
   check.same_dtype(in, out);
   check.count(out, check.times(in, c.size, "input"), "output",
               "all_gather output is size() * input count");
-  check.no_overlap(in, out, in.data == at(out, in.count * c.rank));
+  check.no_overlap(in, out, in.data == runtime::element_at(out, in.count * c.rank));
   return runtime::call(c, algo::Collective::all_gather,
                        {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype},
                        place(check, has_stream_, stream_, in, out));
@@ -234,105 +213,6 @@ Work Communicator::all_to_allv(Buffer in, const std::vector<size_t>& sc,
                                const std::vector<size_t>& sd, Buffer out,
                                const std::vector<size_t>& rc, const std::vector<size_t>& rd) {
   return all_to_all_impl(checked(impl_), in, sc, sd, out, rc, rd, false, has_stream_, stream_);
-}
-
-Work Communicator::broadcast(Buffer inout, int root) { return broadcast(inout, inout, root); }
-
-Work Communicator::broadcast(Buffer in, Buffer out, int root) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("broadcast", root);
-  check.peer(root, c.size, "root");
-  check.buffer(out, "output");
-  const bool is_root = c.rank == root;
-  runtime::Placement placed = place(check, has_stream_, stream_, Buffer{}, out);
-  if (is_root) {
-    root_checks(c, "broadcast", root, out, -1, [&] {
-      check.buffer(in, "input");
-      check.same_dtype(in, out);
-      check.count(out, in.count, "output", "broadcast output has the input's count");
-      check.no_overlap(in, out, in.data == out.data);
-      placed = place(check, has_stream_, stream_, in, out);
-    });
-  }
-  return runtime::call(c, algo::Collective::broadcast,
-                       {.in = is_root ? in.data : out.data,
-                        .out = out.data,
-                        .count = out.count,
-                        .dtype = out.dtype,
-                        .root = root},
-                       placed);
-}
-
-Work Communicator::reduce(Buffer in, Buffer out, ReduceOp op, int root) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("reduce", root);
-  check.peer(root, c.size, "root");
-  check.buffer(in, "input");
-  check.reduce_op(in.dtype, op);
-  const bool is_root = c.rank == root;
-  runtime::Placement placed = place(check, has_stream_, stream_, in);
-  if (is_root) {
-    root_checks(c, "reduce", root, in, int(op), [&] {
-      check.buffer(out, "output");
-      check.same_dtype(in, out);
-      check.count(out, in.count, "output", "reduce output has the input's count");
-      check.no_overlap(in, out, in.data == out.data);
-      placed = place(check, has_stream_, stream_, in, out);
-    });
-  }
-  return runtime::call(c, algo::Collective::reduce,
-                       {.in = in.data,
-                        .out = out.data,
-                        .count = in.count,
-                        .dtype = in.dtype,
-                        .op = op,
-                        .root = root},
-                       placed);
-}
-
-Work Communicator::gather(Buffer in, Buffer out, int root) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("gather", root);
-  check.peer(root, c.size, "root");
-  check.buffer(in, "input");
-  const bool is_root = c.rank == root;
-  runtime::Placement placed = place(check, has_stream_, stream_, in);
-  if (is_root) {
-    root_checks(c, "gather", root, in, -1, [&] {
-      check.buffer(out, "output");
-      check.same_dtype(in, out);
-      check.count(out, check.times(in, c.size, "input"), "output",
-                  "gather output at root is size() * input count");
-      check.no_overlap(in, out, in.data == at(out, in.count * root));
-      placed = place(check, has_stream_, stream_, in, out);
-    });
-  }
-  return runtime::call(
-      c, algo::Collective::gather,
-      {.in = in.data, .out = out.data, .count = in.count, .dtype = in.dtype, .root = root}, placed);
-}
-
-Work Communicator::scatter(Buffer in, Buffer out, int root) {
-  auto& c = checked(impl_);
-  runtime::Checker check = c.checker("scatter", root);
-  check.peer(root, c.size, "root");
-  check.buffer(out, "output");
-  const bool is_root = c.rank == root;
-  runtime::Placement placed = place(check, has_stream_, stream_, Buffer{}, out);
-  if (is_root) {
-    root_checks(c, "scatter", root, out, -1, [&] {
-      check.buffer(in, "input");
-      check.same_dtype(in, out);
-      check.count(in, check.times(out, c.size, "output"), "input",
-                  "scatter input at root is size() * output count");
-      check.no_overlap(in, out, out.data == at(in, out.count * root));
-      placed = place(check, has_stream_, stream_, in, out);
-    });
-  }
-  return runtime::call(
-      c, algo::Collective::scatter,
-      {.in = in.data, .out = out.data, .count = out.count, .dtype = out.dtype, .root = root},
-      placed);
 }
 
 Work Communicator::barrier() {

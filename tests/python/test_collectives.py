@@ -295,6 +295,38 @@ def test_a_root_without_its_buffer_fails_every_rank_at_once(world):
     world.barrier().wait()
 
 
+def test_a_root_whose_buffer_will_not_convert_fails_every_rank_at_once(world):
+    # The root's own buffer refused by the module (strided, read-only): the root raises the
+    # conversion's TypeError, and the others fail naming the root and why, not at the deadline.
+    if world.size < 2:
+        pytest.skip("needs 2 ranks")
+    rank, size = world.rank, world.size
+    readonly = np.zeros(size * N, np.float32)
+    readonly.flags.writeable = False
+    strided = np.zeros((size * N, 2), np.float32)[:, 0]
+    for op in ("scatter", "reduce", "gather"):
+        sub = world.split(0, rank, name=op)
+        block, blocks = np.zeros(N, np.float32), np.zeros(size * N, np.float32)
+        t0 = time.monotonic()
+        with pytest.raises(TypeError if rank == 0 else strata.Error) as e:
+            if op == "scatter":
+                sub.scatter(strided if rank == 0 else None, block, root=0).wait()
+            else:
+                if op == "reduce":
+                    sub.reduce(block, readonly[:N] if rank == 0 else None, op="max", root=0).wait()
+                else:
+                    sub.gather(block, readonly if rank == 0 else None, root=0).wait()
+                sub.barrier().wait()  # their senders may finish first
+        assert time.monotonic() - t0 < 10, "STRATA_TIMEOUT is 60 s here"
+        why = "not C-contiguous" if op == "scatter" else "is read-only"
+        assert why in str(e.value), e.value
+        if rank != 0:
+            call = "reduce(f32, max)" if op == "reduce" else f"{op}(f32)"
+            assert f"rank 0 refused its own arguments to {call}" in str(e.value), e.value
+            assert e.value.code == "invalid_argument" and e.value.peer == 0, e.value
+    world.barrier().wait()
+
+
 def test_all_to_allv_explicit_displacements(world):
     rank, size = world.rank, world.size
     # Block j of the input starts at 4*j (a gap after each block); block i of the output at 5*i.

@@ -4,6 +4,7 @@ reference each rank computes itself (inputs are functions of (rank, index)).
     PYTHONPATH=build/python build/bin/strata-run -n 3 ~/.cache/strata/venv/bin/python -m pytest -q tests/torch
 """
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -279,6 +280,25 @@ def test_gather_and_scatter():
     ins = [data(r + 10, N, torch.int64) for r in range(size())] if rank() == root else None
     dist.scatter(out, ins, src=root)
     assert torch.equal(out, data(rank() + 10, N, torch.int64))
+
+
+def test_a_root_with_a_wrong_list_fails_every_rank_at_once():
+    # The root's own check (its list of size() tensors) fails its call with ValueError, and the
+    # others' too (invalid arguments, the root's) at once, not at the deadline. A group of its
+    # own: a refused call leaves the group unusable.
+    if size() < 2:
+        pytest.skip("needs 2 ranks")
+    group = dist.new_group(backend="strata")
+    out = torch.zeros(N)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError) as e:
+        dist.scatter(out, [torch.zeros(N)] * (size() - 1) if rank() == 0 else None, src=0,
+                     group=group)
+    assert time.monotonic() - t0 < 10, "the group's timeout is 20 s here"
+    assert f"the root needs one list of {size()} input tensors" in str(e.value), e.value
+    if rank() != 0:
+        assert "rank 0 refused its own arguments to scatter(f32)" in str(e.value), e.value
+    dist.destroy_process_group(group)
 
 
 def test_all_to_all_single_even_and_uneven():
