@@ -145,13 +145,10 @@ void Communicator::refuse_root_call(std::string_view collective, int root, Buffe
   check.peer(root, c.size, "root");
   if (c.rank != root) check.fail("refuse_root_call on a rank that is not the root");
   check.buffer(data, "data");
-  if (name == std::string_view("reduce")) check.reduce_op(data.dtype, op);
-  try {
-    check.fail(why);
-  } catch (const Error& e) {
-    c.refuse(name, root, data, name == std::string_view("reduce") ? int(op) : -1, e);
-    throw;
-  }
+  const bool reduces = name == std::string_view("reduce");
+  if (reduces) check.reduce_op(data.dtype, op);
+  root_checks(c, name, root, data, reduces ? int(op) : -1, [&] { check.fail(why); });
+  __builtin_unreachable();  // root_checks rethrows what check.fail() threw
 }
 
 }  // namespace strata
