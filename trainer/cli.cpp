@@ -40,7 +40,8 @@ training:
                        accumulation without a pipeline (default 1; --micro M is the same)
   --lr X  --min-lr X   peak and final learning rate (default 3e-3, 3e-4)
   --warmup N           linear warm-up steps before the cosine decay (default: a tenth of
-                       --steps, at least 1)
+                       --steps but at least 20, or half of a shorter run; validate: --steps,
+                       at least 20)
   --wd X  --clip X     AdamW weight decay (default 0.1), gradient-norm clip (default 1; 0: off)
   --seed N             initialisation and data order (default 1337)
 layout (dp = ranks / (tp * cp * ep * pp)):
@@ -324,8 +325,16 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
     throw std::invalid_argument(
         "--save and --resume with --join: a joining island takes its state from the running "
         "islands, which save it");
-  // A fixed warm-up would leave a short run still warming up at its end.
-  if (!given.count("--warmup")) t.warmup = std::max(1, t.steps / 10);
+  // The warm-up: a tenth of a long run, so that it ends decaying; but 20 steps where the run
+  // allows (half of a short one): Adam's second moments (beta2 0.95) average over about 20
+  // steps, and before that the peak rate is not safe (on `small`, 2 steps of warm-up send the
+  // loss from 3.4 to 5.6 at step 4).
+  // validate warms up over all its steps, and over no fewer than 20: a layout's rounding, ~1e-7,
+  // stays there, while a steeper ramp or the peak rate amplifies it up to ~100x within a few
+  // steps, past the tolerance (docs/trainer.md).
+  if (!given.count("--warmup"))
+    t.warmup = r.mode == "validate" ? std::max(20, t.steps)
+                                    : std::max({1, t.steps / 10, std::min(20, t.steps / 2)});
   if (c.embd % c.heads != 0)
     throw std::invalid_argument("--embd " + std::to_string(c.embd) +
                                 " does not divide by --heads " + std::to_string(c.heads));

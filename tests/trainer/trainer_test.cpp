@@ -143,7 +143,9 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
 }
 
 // With no --config the model is the named `small` (the main job's), and the warm-up is a tenth of
-// the steps unless --warmup says otherwise: a 20-step run must not end while still warming up.
+// the steps, at least 20 or half a shorter run, unless --warmup says otherwise: a 20-step run
+// must not end while still warming up, nor reach the peak rate after 2 steps. validate warms up
+// over all its steps, and no fewer than 20.
 TEST(CommandLine, DefaultsAreTheSmallModelAndAWarmUpScaledToTheRun) {
   bool help = false;
   auto parse = [&](std::vector<const char*> argv) {
@@ -157,8 +159,13 @@ TEST(CommandLine, DefaultsAreTheSmallModelAndAWarmUpScaledToTheRun) {
   EXPECT_EQ(plain.train.model.ctx, small.ctx);
   EXPECT_EQ(plain.train.steps, 200);
   EXPECT_EQ(plain.train.warmup, 20);
-  EXPECT_EQ(parse({"strata-gpt", "validate"}).train.warmup, 2);  // 20 steps
-  EXPECT_EQ(parse({"strata-gpt", "--steps", "5"}).train.warmup, 1);
+  EXPECT_EQ(parse({"strata-gpt", "validate"}).train.warmup, 20);  // its 20 steps
+  EXPECT_EQ(parse({"strata-gpt", "validate", "--steps", "10"}).train.warmup, 20);
+  EXPECT_EQ(parse({"strata-gpt", "validate", "--steps", "40"}).train.warmup, 40);
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "1000"}).train.warmup, 100);
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "20"}).train.warmup, 10);
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "5"}).train.warmup, 2);
+  EXPECT_EQ(parse({"strata-gpt", "--steps", "1"}).train.warmup, 1);
   EXPECT_EQ(parse({"strata-gpt", "--steps", "20", "--warmup", "15"}).train.warmup, 15);
   EXPECT_EQ(parse({"strata-gpt", "--warmup", "0", "--steps", "50"}).train.warmup, 0);
   EXPECT_EQ(parse({"strata-gpt", "--config", "tiny"}).train.model.ctx,
