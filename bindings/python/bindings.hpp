@@ -67,6 +67,8 @@ void sweep_parked();
 // Registration of each part of the module.
 void register_errors(nb::module_& m);
 void register_communicator(nb::module_& m);
+/// Communicator's collectives and send/recv (after register_communicator).
+void register_collectives(nb::module_& m);
 void register_topology(nb::module_& m);
 void register_mesh(nb::module_& m);
 /// Communicator.alloc_symmetric and Communicator.send_recv (after register_communicator).
