@@ -9,7 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "interrupt.hpp"
 #include "strata/communicator.hpp"
+#include "strata/error.hpp"
 #include "strata/types.hpp"
 #include "strata/work.hpp"
 
@@ -63,6 +65,24 @@ struct PyWork {
 
 /// Drops the parked buffers of operations that have finished. Called on every new operation.
 void sweep_parked();
+
+/// Runs `f`, a call that blocks on `comm` (a wait, or a collective such as split), with the GIL
+/// released and armed for Ctrl-C (InterruptibleWait): a Ctrl-C aborts `comm` and the call raises
+/// Python's pending KeyboardInterrupt instead of the abort's strata.Error. Call with the GIL held.
+template <typename F>
+auto interruptible(const Communicator& comm, F&& f) {
+  // Armed first: f() may run a queued collective on this thread to its end, the very wait a
+  // Ctrl-C must end.
+  InterruptibleWait ctrl_c(comm);
+  try {
+    nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
+    return f();
+  } catch (const Error&) {
+    // KeyboardInterrupt is raised on the main thread only: elsewhere the abort's error stands.
+    if (ctrl_c.interrupted() && PyErr_CheckSignals() != 0) throw nb::python_error();
+    throw;
+  }
+}
 
 // Registration of each part of the module.
 void register_errors(nb::module_& m);

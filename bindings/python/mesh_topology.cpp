@@ -254,12 +254,7 @@ void register_mesh(nb::module_& m) {
 }
 
 nb::dict gather_job_topology(Communicator& comm) {
-  JobTopology job;
-  {
-    nb::gil_scoped_release unlocked;  // collective
-    job = JobTopology::gather(comm);
-  }
-  return job_dict(job);
+  return job_dict(interruptible(comm, [&] { return JobTopology::gather(comm); }));
 }
 
 }  // namespace strata::py

@@ -89,20 +89,7 @@ void register_communicator(nb::module_& m) {
           "wait",
           [](const PyWork& w, std::optional<double> timeout) {
             const auto ms = timeout ? std::optional(to_ms(*timeout, "timeout")) : std::nullopt;
-            // Armed first, not after a test(): test() may run a queued collective on this
-            // thread to its end, which may be the very wait a Ctrl-C must end.
-            InterruptibleWait ctrl_c(w.comm);
-            try {
-              nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
-              if (ms)
-                w.work.wait(*ms);
-              else
-                w.work.wait();
-            } catch (const Error&) {
-              // Aborted by Ctrl-C: Python's pending KeyboardInterrupt instead (main thread only).
-              if (ctrl_c.interrupted() && PyErr_CheckSignals() != 0) throw nb::python_error();
-              throw;
-            }
+            interruptible(w.comm, [&] { ms ? w.work.wait(*ms) : w.work.wait(); });
           },
           "timeout"_a = nb::none(),
           "Blocks until the operation completes. Raises strata.Error if it failed. With "
@@ -157,18 +144,15 @@ void register_communicator(nb::module_& m) {
           [](Communicator& c, int color, int key, std::optional<std::string> name,
              std::optional<double> timeout) -> std::optional<Communicator> {
             const CommOptions o = options("split", name, timeout);
-            Communicator sub;
-            {
-              nb::gil_scoped_release unlocked;  // collective
-              sub = c.split(color, key, o);
-            }
+            Communicator sub = interruptible(c, [&] { return c.split(color, key, o); });
             if (!sub) return std::nullopt;
             return sub;
           },
           "color"_a, "key"_a = 0, "name"_a = nb::none(), "timeout"_a = nb::none(),
           "Collective: ranks passing the same color form a communicator, ordered by (key, rank). "
           "Returns None on a rank passing a negative color. It keeps this communicator's "
-          "deadline unless `timeout` (seconds) is given.")
+          "deadline unless `timeout` (seconds) is given. Ctrl-C aborts this communicator and "
+          "raises KeyboardInterrupt, as in Work.wait().")
       .def(
           "shrink",
           [](Communicator& c, const std::vector<int>& exclude, std::optional<std::string> name,

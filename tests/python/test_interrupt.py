@@ -1,4 +1,4 @@
-"""Ctrl-C (SIGINT) during Work.wait(): it aborts the communicators waited on and raises
+"""Ctrl-C (SIGINT) during Work.wait() or split(): it aborts the communicators waited on and raises
 KeyboardInterrupt, unless the program handles SIGINT itself (bindings/python/interrupt.hpp); run
 after test_communicator.py by every rank of the same mpirun job.
 """
@@ -36,6 +36,29 @@ def test_ctrl_c_ends_a_wait_for_a_peer_that_never_comes(world):
         with pytest.raises(strata.Error) as e:
             sub.all_reduce(np.ones(1 << 18)).wait()
         assert e.value.peer == 0 and "rank 0 aborted the communicator" in str(e.value), e.value
+    world.barrier().wait()
+
+
+def test_ctrl_c_ends_a_split_that_a_peer_never_joins(world):
+    # As above for split, a collective that waits inside the call: a SIGINT 0.5 s in raises
+    # KeyboardInterrupt (before, the split waited for the others, up to the group's deadline),
+    # and the others' split fails naming rank 0: at the deadline, since the new group's setup
+    # waits for rank 0's part without watching the aborted group (docs/bindings.md).
+    if world.size < 2:
+        pytest.skip("needs 2 ranks")
+    sub = world.split(0, world.rank, timeout=5)
+    world.barrier().wait()
+    if world.rank == 0:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            sub.split(0, 0)
+        assert time.monotonic() - began < 5
+    world.barrier().wait()
+    if world.rank != 0:
+        with pytest.raises(strata.Error) as e:
+            sub.split(0, 0)
+        assert e.value.peer == 0 and "rank 0" in str(e.value), e.value
     world.barrier().wait()
 
 
