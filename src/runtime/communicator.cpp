@@ -2,6 +2,7 @@
 #include "strata/communicator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "runtime/communicator_impl.hpp"
 #include "runtime/device_path.hpp"
 #include "runtime/entry_checks.hpp"
+#include "runtime/watched_store.hpp"
 
 namespace strata {
 
@@ -256,8 +258,28 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
                      [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
     const int new_rank = int(std::find(members.begin(), members.end(), c.rank) - members.begin());
     const std::string suffix = "split" + std::to_string(id) + ".c" + std::to_string(color);
-    sub = create(std::make_shared<PrefixStore>(c.store, suffix), new_rank, int(members.size()),
-                 child_options(c, options, suffix));
+    // The new group's setup waits for every member's part; a member that aborted this group
+    // or died meanwhile never sends it. Its waits end once this group learns of that, and the
+    // split fails naming the member (not at the deadline, naming whoever published last).
+    auto setting_up = std::make_shared<std::atomic<bool>>(true);
+    const std::weak_ptr<Impl> parent = impl_;
+    auto store = std::make_shared<runtime::WatchedStore>(
+        std::make_shared<PrefixStore>(c.store, suffix), [setting_up, parent, where] {
+          const auto p = setting_up->load() ? parent.lock() : nullptr;
+          try {
+            if (p) p->check_health(where);
+            return false;
+          } catch (const Error&) {
+            return true;
+          }
+        });
+    try {
+      sub = create(store, new_rank, int(members.size()), child_options(c, options, suffix));
+    } catch (const Error&) {
+      c.check_health(where);  // throws this group's failure, the cause, when it has one
+      throw;
+    }
+    setting_up->store(false);
     where = sub.impl_->context("split");
   }
   // Every rank, a negative color's too: ncclCommSplit is collective over this group.

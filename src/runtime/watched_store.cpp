@@ -12,7 +12,7 @@ void WatchedStore::watched(std::chrono::milliseconds timeout,
                            const std::function<void(std::chrono::milliseconds)>& call) {
   if (failed_() || !bootstrap::in_slices(timeout, call, failed_)) {
     throw Error(ErrorCode::aborted, {.op = "store.get"},
-                "the enclosing group failed while its node and rail groups were set up");
+                "the enclosing group failed while this group was set up");
   }
 }
 

@@ -1,7 +1,8 @@
-// The store a hierarchical collective's node and rail groups meet through. Their setup waits for
-// every member to publish; a member that died meanwhile never will. Every blocking call here asks
-// between short slices whether the enclosing group has learnt of a failure, and gives up at once
-// when it has, so that the collective reports the dead rank instead of timing out on a neighbour.
+// The store a group made from another meets through: a hierarchical collective's node and rail
+// groups, a split's new group. Their setup waits for every member to publish; a member that died
+// or aborted the enclosing group meanwhile never will. Every blocking call here asks between
+// short slices whether the enclosing group has learnt of a failure, and gives up at once when it
+// has, so that the caller reports that member instead of timing out on a neighbour.
 #pragma once
 
 #include <functional>

@@ -153,3 +153,48 @@ TEST(Abort, CheckHealthLearnsOfAnAbortBetweenOperations) {
   }
   world.barrier().wait();
 }
+
+// A rank aborts the group while it waits in split() for peers that come late (a Ctrl-C in the
+// Python module does this): its split fails at once, and so do the peers' when they come, naming
+// it. Their split's all-gather may complete from the part it posted; the new group's setup then
+// waits for a part it never publishes, and ends once the group learns of the abort (not at
+// STRATA_TIMEOUT, 120 s here).
+TEST(Abort, EndsASplitAndThePeersSplitNamesTheRank) {
+  auto& world = mp::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 or more ranks: one aborts, the others split";
+  auto group = world.split(0, world.rank());
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  world.barrier().wait();
+  if (group.rank() == 0) {
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(300ms);
+      group.abort();
+    });
+    const auto start = Clock::now();
+    try {
+      group.split(0, 0);
+      ADD_FAILURE() << "the split completed without its peers";
+    } catch (const Error& e) {
+      EXPECT_EQ(int(e.code()), int(ErrorCode::aborted)) << e.what();
+    }
+    aborter.join();
+    EXPECT_LT(seconds_since(start), 5.0);
+  }
+  world.barrier().wait();
+  if (group.rank() != 0) {
+    const auto start = Clock::now();
+    try {
+      group.split(0, 0);
+      ADD_FAILURE() << "the split completed without rank 0";
+    } catch (const Error& e) {
+      EXPECT_EQ(int(e.code()), int(ErrorCode::aborted)) << e.what();
+      EXPECT_EQ(e.where().peer, 0) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 0 aborted the communicator"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(seconds_since(start), 10.0) << "the abort was not noticed before the deadline";
+  }
+  world.barrier().wait();
+}

@@ -14,52 +14,47 @@ import pytest
 import strata
 
 
-def test_ctrl_c_ends_a_wait_for_a_peer_that_never_comes(world):
-    # Rank 0 waits in an all_reduce that the others join only after it: a SIGINT 0.5 s in raises
-    # KeyboardInterrupt far inside the group's 20 s deadline (it waited the whole deadline before),
-    # the group is aborted, and the others' all_reduce on it fails naming rank 0.
-    if world.size < 2:
-        pytest.skip("needs 2 ranks")
-    sub = world.split(0, world.rank, timeout=20)
+def interrupt_rank_0(world, call):
+    """Rank 0 enters call(group) on a new group alone and gets a SIGINT 0.5 s in: it raises
+    KeyboardInterrupt far inside the group's 20 s deadline (it waited the whole deadline before),
+    the group is aborted, and the others' call(group), made after, fails at once naming rank 0.
+    Returns the group."""
+    group = world.split(0, world.rank, timeout=20)
     world.barrier().wait()
     if world.rank == 0:
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         began = time.monotonic()
         with pytest.raises(KeyboardInterrupt):
-            sub.all_reduce(np.ones(1 << 18)).wait()
+            call(group)
         assert time.monotonic() - began < 5
-        with pytest.raises(strata.Error) as e:
-            sub.all_reduce(np.ones(4)).wait()
-        assert e.value.code == "aborted", e.value
     world.barrier().wait()
     if world.rank != 0:
+        began = time.monotonic()
         with pytest.raises(strata.Error) as e:
-            sub.all_reduce(np.ones(1 << 18)).wait()
+            call(group)
+        assert time.monotonic() - began < 5
         assert e.value.peer == 0 and "rank 0 aborted the communicator" in str(e.value), e.value
     world.barrier().wait()
+    return group
+
+
+def test_ctrl_c_ends_a_wait_for_a_peer_that_never_comes(world):
+    # Rank 0 waits in an all_reduce that the others join only after it; later calls fail there.
+    if world.size < 2:
+        pytest.skip("needs 2 ranks")
+    group = interrupt_rank_0(world, lambda g: g.all_reduce(np.ones(1 << 18)).wait())
+    if world.rank == 0:
+        with pytest.raises(strata.Error) as e:
+            group.all_reduce(np.ones(4)).wait()
+        assert e.value.code == "aborted", e.value
 
 
 def test_ctrl_c_ends_a_split_that_a_peer_never_joins(world):
-    # As above for split, a collective that waits inside the call: a SIGINT 0.5 s in raises
-    # KeyboardInterrupt (before, the split waited for the others, up to the group's deadline),
-    # and the others' split fails naming rank 0: at the deadline, since the new group's setup
-    # waits for rank 0's part without watching the aborted group (docs/bindings.md).
+    # split, a collective that waits inside the call: the others may complete its all-gather
+    # from rank 0's part and then wait in the new group's setup, which learns of the abort too.
     if world.size < 2:
         pytest.skip("needs 2 ranks")
-    sub = world.split(0, world.rank, timeout=5)
-    world.barrier().wait()
-    if world.rank == 0:
-        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
-        began = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            sub.split(0, 0)
-        assert time.monotonic() - began < 5
-    world.barrier().wait()
-    if world.rank != 0:
-        with pytest.raises(strata.Error) as e:
-            sub.split(0, 0)
-        assert e.value.peer == 0 and "rank 0" in str(e.value), e.value
-    world.barrier().wait()
+    interrupt_rank_0(world, lambda g: g.split(0, 0))
 
 
 def test_ctrl_c_leaves_a_program_with_its_own_handler_alone(world):
