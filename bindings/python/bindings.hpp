@@ -66,14 +66,10 @@ struct PyWork {
 /// Drops the parked buffers of operations that have finished. Called on every new operation.
 void sweep_parked();
 
-/// Runs `f`, a call that blocks on `comm` (a wait, or a collective such as split), with the GIL
-/// released and armed for Ctrl-C (InterruptibleWait): a Ctrl-C aborts `comm` and the call raises
-/// Python's pending KeyboardInterrupt instead of the abort's strata.Error. Call with the GIL held.
+/// Runs `f` with the GIL released and `ctrl_c` armed: the call raises Python's pending
+/// KeyboardInterrupt instead of the strata.Error a Ctrl-C caused. Call with the GIL held.
 template <typename F>
-auto interruptible(const Communicator& comm, F&& f) {
-  // Armed first: f() may run a queued collective on this thread to its end, the very wait a
-  // Ctrl-C must end.
-  InterruptibleWait ctrl_c(comm);
+auto guarded(const InterruptibleWait& ctrl_c, F&& f) {
   try {
     nb::gil_scoped_release unlocked;  // other Python threads run while this one waits
     return f();
@@ -82,6 +78,26 @@ auto interruptible(const Communicator& comm, F&& f) {
     if (ctrl_c.interrupted() && PyErr_CheckSignals() != 0) throw nb::python_error();
     throw;
   }
+}
+
+/// Runs `f`, a call that blocks on `comm` (a wait, or a collective such as split), armed for
+/// Ctrl-C (InterruptibleWait): a Ctrl-C aborts `comm` and the call raises KeyboardInterrupt.
+template <typename F>
+auto interruptible(const Communicator& comm, F&& f) {
+  // Armed first: f() may run a queued collective on this thread to its end, the very wait a
+  // Ctrl-C must end.
+  InterruptibleWait ctrl_c(comm);
+  return guarded(ctrl_c, std::forward<F>(f));
+}
+
+/// Runs `f(options)`, a call that sets up a group with no group of its own to abort (from_env,
+/// shrink): a Ctrl-C cancels the setup through `options.cancelled`, and the call raises
+/// KeyboardInterrupt.
+template <typename F>
+auto cancellable(CommOptions options, F&& f) {
+  InterruptibleWait ctrl_c;
+  options.cancelled = [&ctrl_c] { return ctrl_c.interrupted(); };
+  return guarded(ctrl_c, [&] { return f(options); });
 }
 
 // Registration of each part of the module.

@@ -75,6 +75,7 @@ void abort_the_waited() {
     if (waited.empty()) continue;
     g_generation.fetch_add(1, std::memory_order_seq_cst);  // before the waits can end
     for (auto& comm : waited) {
+      if (!comm) continue;  // a group being set up: its setup asks interrupted() (cancellable)
       try {
         comm.abort();
       } catch (...) {

@@ -21,6 +21,8 @@ namespace strata::py {
 class InterruptibleWait {
  public:
   explicit InterruptibleWait(const Communicator& comm);
+  /// A wait with no group to abort (a group being set up): a Ctrl-C only sets interrupted().
+  InterruptibleWait() : InterruptibleWait(Communicator{}) {}
   ~InterruptibleWait();
   InterruptibleWait(const InterruptibleWait&) = delete;
   InterruptibleWait& operator=(const InterruptibleWait&) = delete;

@@ -123,14 +123,14 @@ void register_communicator(nb::module_& m) {
       .def_static(
           "from_env",
           [](const std::string& name, std::optional<double> timeout) {
-            const CommOptions o = options("from_env", name, timeout);
-            nb::gil_scoped_release unlocked;  // collective over the job
-            return Communicator::from_env(o);
+            return cancellable(options("from_env", name, timeout),
+                               [](const CommOptions& o) { return Communicator::from_env(o); });
           },
           "name"_a = "world", "timeout"_a = nb::none(),
           "Joins the job of mpirun (OMPI_COMM_WORLD_*) or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, "
           "...). Collective. `timeout`: deadline of every operation in seconds (default "
-          "STRATA_TIMEOUT, 300 s).")
+          "STRATA_TIMEOUT, 300 s). Ctrl-C while it waits for the store or a late rank raises "
+          "KeyboardInterrupt (not inside mpirun's own start-up broadcast).")
       .def_prop_ro("rank", &Communicator::rank)
       .def_prop_ro("size", &Communicator::size)
       .def_prop_ro("name", &Communicator::name)
@@ -157,16 +157,16 @@ void register_communicator(nb::module_& m) {
           "shrink",
           [](Communicator& c, const std::vector<int>& exclude, std::optional<std::string> name,
              std::optional<double> timeout) {
-            const CommOptions o = options("shrink", name, timeout);
-            nb::gil_scoped_release unlocked;  // collective over the survivors
-            return c.shrink(exclude, o);
+            return cancellable(options("shrink", name, timeout),
+                               [&](const CommOptions& o) { return c.shrink(exclude, o); });
           },
           "exclude"_a, "name"_a = nb::none(), "timeout"_a = nb::none(),
           "A new communicator of this one's ranks less `exclude` (e.g. the dead ones), in their "
           "order, like ncclCommShrink: built through the store, so it works after this group "
           "failed. Collective over the survivors, who pass the same list. Raises strata.Error "
           "(code 'invalid_argument') for a rank out of range, repeated, or this rank's own. "
-          "Keeps this communicator's deadline unless `timeout` (seconds) is given.")
+          "Keeps this communicator's deadline unless `timeout` (seconds) is given. Ctrl-C while "
+          "it waits for a survivor raises KeyboardInterrupt.")
       .def(
           "abort",
           [](Communicator& c) {

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,10 @@ struct CommOptions {
   /// Deadline of every operation; 0 means the parent's for split() and shrink(), otherwise
   /// STRATA_TIMEOUT (default 300 s).
   std::chrono::milliseconds timeout{0};
+  /// Asked every 250 ms while the group is set up (from_env, split, shrink: reaching the store,
+  /// waiting for every member's part): true ends the call with ErrorCode::aborted, as a user's
+  /// Ctrl-C does in the Python module. Not kept once the group exists.
+  std::function<bool()> cancelled;
 };
 
 /// One send or receive of Communicator::send_recv.

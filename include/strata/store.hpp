@@ -53,6 +53,9 @@ struct TcpStoreOptions {
   uint16_t port = 0;               ///< 0 on the server picks a free port (see TcpStoreServer::port)
   std::string token;               ///< per-job secret; every peer must present the same one
   std::chrono::milliseconds connect_timeout{60000};
+  /// Asked between the client's first connection attempts (the server may not be up yet): true
+  /// ends the wait with ErrorCode::aborted. Only while the constructor connects; not kept.
+  std::function<bool()> cancelled;
 };
 
 /// The server side of the TCP store: a background thread serving any number of clients. Rank 0

@@ -12,7 +12,7 @@
 namespace strata::bootstrap {
 namespace {
 
-std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
+std::shared_ptr<Store> connect_mpirun(JobEnv& env, const std::function<bool()>& cancelled) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -56,6 +56,7 @@ std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
   std::istringstream in(msg);
   TcpStoreOptions co;
   co.connect_timeout = config().timeout;
+  co.cancelled = cancelled;
   unsigned port = 0;
   in >> co.host >> port >> co.token;
   co.port = uint16_t(port);
@@ -66,12 +67,14 @@ std::shared_ptr<Store> connect_mpirun(JobEnv& env) {
   return make_job_store(std::move(server), co);
 }
 
-std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
+std::shared_ptr<Store> connect_at_master(const JobEnv& env,
+                                         const std::function<bool()>& cancelled) {
   TcpStoreOptions o;
   o.host = env.master_addr;
   o.port = uint16_t(env.master_port);
   o.token = env.token;
   o.connect_timeout = config().timeout;  // rank 0 may start late, but not later than any deadline
+  o.cancelled = cancelled;
   std::unique_ptr<TcpStoreServer> server;
   if (env.rank == 0 && !config().store_outside) {
     try {
@@ -91,8 +94,9 @@ std::shared_ptr<Store> connect_at_master(const JobEnv& env) {
 
 }  // namespace
 
-std::shared_ptr<Store> connect_store(JobEnv& env) {
-  return env.source == JobEnv::Source::mpirun ? connect_mpirun(env) : connect_at_master(env);
+std::shared_ptr<Store> connect_store(JobEnv& env, const std::function<bool()>& cancelled) {
+  return env.source == JobEnv::Source::mpirun ? connect_mpirun(env, cancelled)
+                                              : connect_at_master(env, cancelled);
 }
 
 }  // namespace strata::bootstrap

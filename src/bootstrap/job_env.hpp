@@ -1,6 +1,7 @@
 // How this process learns its place in the job: Open MPI's environment, torchrun's or Slurm's.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node);
 /// server's address and a fresh token travel by MPI_Bcast; under torchrun they come from
 /// MASTER_ADDR / MASTER_PORT and STRATA_JOB_TOKEN; under srun from the step's first node and a
 /// port derived from the job and step ids (MASTER_ADDR / MASTER_PORT override them).
-std::shared_ptr<Store> connect_store(JobEnv& env);
+/// `cancelled` (may be empty) is asked while this rank waits for the store to come up
+/// (TcpStoreOptions::cancelled); mpirun's broadcast cannot be cancelled.
+std::shared_ptr<Store> connect_store(JobEnv& env, const std::function<bool()>& cancelled = {});
 
 }  // namespace strata::bootstrap

@@ -232,6 +232,7 @@ CommOptions child_options(const Communicator::Impl& parent, const CommOptions& g
   CommOptions o = given;
   if (o.name == CommOptions{}.name) o.name = parent.name + "/" + suffix;
   if (o.timeout.count() == 0) o.timeout = parent.timeout();
+  o.cancelled = nullptr;  // asked by the setup's store (WatchedStore), not kept by the group
   return o;
 }
 }  // namespace
@@ -261,13 +262,12 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
     // The new group's setup waits for every member's part; a member that aborted this group
     // or died meanwhile never sends it. Its waits end once this group learns of that, and the
     // split fails naming the member (not at the deadline, naming whoever published last).
-    auto setting_up = std::make_shared<std::atomic<bool>>(true);
     const std::weak_ptr<Impl> parent = impl_;
     auto store = std::make_shared<runtime::WatchedStore>(
-        std::make_shared<PrefixStore>(c.store, suffix), [setting_up, parent, where] {
-          const auto p = setting_up->load() ? parent.lock() : nullptr;
+        std::make_shared<PrefixStore>(c.store, suffix), [parent, where, options] {
+          if (options.cancelled && options.cancelled()) return true;
           try {
-            if (p) p->check_health(where);
+            if (const auto p = parent.lock()) p->check_health(where);
             return false;
           } catch (const Error&) {
             return true;
@@ -279,7 +279,7 @@ Communicator Communicator::split(int color, int key, const CommOptions& options)
       c.check_health(where);  // throws this group's failure, the cause, when it has one
       throw;
     }
-    setting_up->store(false);
+    store->stop_watching();
     where = sub.impl_->context("split");
   }
   // Every rank, a negative color's too: ncclCommSplit is collective over this group.
@@ -309,8 +309,12 @@ Communicator Communicator::shrink(const std::vector<int>& exclude, const CommOpt
   std::string suffix = "shrink" + std::to_string(c.next_split()) + ".x";
   for (int r : x) suffix += std::to_string(r) + "_";
   const int new_rank = c.rank - int(std::lower_bound(x.begin(), x.end(), c.rank) - x.begin());
-  return on_my_stream(create(std::make_shared<PrefixStore>(c.store, suffix), new_rank,
-                             c.size - int(x.size()), child_options(c, options, suffix)));
+  std::shared_ptr<Store> store = std::make_shared<PrefixStore>(c.store, suffix);
+  const auto watched = runtime::watch_for_cancel(store, options);
+  Communicator sub = create(watched ? watched : store, new_rank, c.size - int(x.size()),
+                            child_options(c, options, suffix));
+  if (watched) watched->stop_watching();
+  return on_my_stream(std::move(sub));
 }
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include "bootstrap/job_env.hpp"
 #include "bootstrap/job_store.hpp"
 #include "runtime/communicator_impl.hpp"
+#include "runtime/watched_store.hpp"
 #include "strata/communicator.hpp"
 #include "strata/error.hpp"
 #include "transport/ucx/factory.hpp"
@@ -16,9 +17,13 @@ Communicator Communicator::from_env(const CommOptions& options) {
   bootstrap::JobEnv env = bootstrap::read_job_env();
   log::set_rank(env.rank);
   try {
-    auto store = bootstrap::connect_store(env);
-    Communicator world =
-        create(std::make_shared<PrefixStore>(store, options.name), env.rank, env.size, options);
+    auto store = bootstrap::connect_store(env, options.cancelled);
+    std::shared_ptr<Store> prefixed = std::make_shared<PrefixStore>(store, options.name);
+    const auto watched = runtime::watch_for_cancel(prefixed, options);
+    CommOptions kept = options;
+    kept.cancelled = nullptr;  // the caller's; asked only while the world is set up
+    Communicator world = create(watched ? watched : prefixed, env.rank, env.size, kept);
+    if (watched) watched->stop_watching();
     // A rank claimed by a second process (two jobs on one address): the world this process
     // serves may hold the other job's ranks. End it, telling every rank why, now or when the
     // claim comes (bootstrap/claim_conflict.hpp).

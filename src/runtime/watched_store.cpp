@@ -5,14 +5,15 @@
 
 namespace strata::runtime {
 
-WatchedStore::WatchedStore(std::shared_ptr<Store> base, std::function<bool()> failed)
-    : base_(std::move(base)), failed_(std::move(failed)) {}
+WatchedStore::WatchedStore(std::shared_ptr<Store> base, std::function<bool()> failed,
+                           std::string why)
+    : base_(std::move(base)), failed_(std::move(failed)), why_(std::move(why)) {}
 
 void WatchedStore::watched(std::chrono::milliseconds timeout,
                            const std::function<void(std::chrono::milliseconds)>& call) {
-  if (failed_() || !bootstrap::in_slices(timeout, call, failed_)) {
-    throw Error(ErrorCode::aborted, {.op = "store.get"},
-                "the enclosing group failed while this group was set up");
+  const auto failed = [this] { return watching_.load() && failed_(); };
+  if (failed() || !bootstrap::in_slices(timeout, call, failed)) {
+    throw Error(ErrorCode::aborted, {.op = "store.get"}, why_);
   }
 }
 
@@ -32,6 +33,14 @@ void WatchedStore::wait(const std::vector<std::string>& keys, std::chrono::milli
 
 bool WatchedStore::set_when_gone(const std::string& key, const Bytes& value) {
   return base_->set_when_gone(key, value);
+}
+
+std::shared_ptr<WatchedStore> watch_for_cancel(std::shared_ptr<Store> base,
+                                               const CommOptions& options) {
+  if (!options.cancelled) return nullptr;
+  return std::make_shared<WatchedStore>(
+      std::move(base), options.cancelled,
+      "cancelled while the group was set up (CommOptions::cancelled)");
 }
 
 }  // namespace strata::runtime

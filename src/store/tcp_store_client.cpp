@@ -97,6 +97,7 @@ class TcpStore::Impl {
     }
     std::lock_guard<std::mutex> lock(mu_);
     connect_locked("store.connect");
+    options_.cancelled = nullptr;  // the caller's wait is over; reconnections are not its
   }
   ~Impl() { disconnect(); }
 
@@ -134,7 +135,7 @@ class TcpStore::Impl {
   }
   [[noreturn]] void fail(const char* op, Io io, const std::string& why);
 
-  const TcpStoreOptions options_;
+  TcpStoreOptions options_;   // as given, but `cancelled` (the constructor's only)
   const std::string server_;  // "host:port" as configured, for messages
   std::mutex mu_;
   int fd_ = -1;          // -1: the next call connects
@@ -210,6 +211,10 @@ void TcpStore::Impl::connect_locked(const char* op) {
     const auto now = Clock::now();
     if (now < deadline)
       std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    if (options_.cancelled && options_.cancelled()) {
+      throw Error(ErrorCode::aborted, store::at("store.connect"),
+                  "cancelled while waiting to reach the store at " + server_ + " (" + why + ")");
+    }
     if (Clock::now() >= deadline) {  // checked after the pause, so `why` is the last real try's
       throw Error(ErrorCode::timeout, store::at("store.connect"),
                   "cannot reach the store at " + server_ + " within " +

@@ -1,6 +1,7 @@
-"""Ctrl-C (SIGINT) during Work.wait() or split(): it aborts the communicators waited on and raises
-KeyboardInterrupt, unless the program handles SIGINT itself (bindings/python/interrupt.hpp); run
-after test_communicator.py by every rank of the same mpirun job.
+"""Ctrl-C (SIGINT) during Work.wait(), split(), from_env() or shrink(): it aborts the
+communicators waited on (or cancels the setup) and raises KeyboardInterrupt, unless the program
+handles SIGINT itself (bindings/python/interrupt.hpp); run after test_communicator.py by every
+rank of the same mpirun job.
 """
 
 import os
@@ -79,4 +80,54 @@ def test_ctrl_c_leaves_a_program_with_its_own_handler_alone(world):
         x = np.ones(1 << 18)
         world.all_reduce(x).wait()
         np.testing.assert_array_equal(x, np.full(1 << 18, world.size))
+    world.barrier().wait()
+
+
+# A lone process of a two-rank torchrun-style job: Ctrl-C 0.5 s in, from_env must raise
+# KeyboardInterrupt (it waited the whole STRATA_TIMEOUT before). It prints how long it took.
+LONE_RANK = """
+import os, signal, threading, time, strata
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+began = time.monotonic()
+try:
+    strata.Communicator.from_env(timeout=30)
+except KeyboardInterrupt:
+    print("interrupted after", time.monotonic() - began)
+"""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_ctrl_c_ends_a_from_env_that_the_other_rank_never_joins(world, rank):
+    # rank 1 waits for the store rank 0 never serves; rank 0 serves it and waits for rank 1.
+    import socket
+    import subprocess
+    import sys
+
+    if world.rank != 0:
+        pytest.skip("one rank runs the lone processes")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMPI_", "PMIX_", "STRATA_", "RANK", "WORLD_SIZE", "LOCAL_"))}
+    env.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               STRATA_TIMEOUT="30")
+    out = subprocess.run([sys.executable, "-c", LONE_RANK], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert "interrupted after" in out.stdout, (out.stdout, out.stderr)
+    assert float(out.stdout.split()[-1]) < 5, out.stdout
+
+
+def test_ctrl_c_ends_a_shrink_that_the_survivors_never_join(world):
+    # Rank 0 alone shrinks a group of its own (excluding nobody): it waits for the others' parts.
+    if world.size < 2:
+        pytest.skip("needs 2 ranks")
+    group = world.split(0, world.rank, timeout=20)
+    world.barrier().wait()
+    if world.rank == 0:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            group.shrink([])
+        assert time.monotonic() - began < 5
     world.barrier().wait()

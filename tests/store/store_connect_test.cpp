@@ -1,5 +1,6 @@
 // How a TCP store client connects: retries until the server is up, through a handshake closed
-// unanswered, past a socket connected to itself, and a deadline naming the address.
+// unanswered, past a socket connected to itself, and a deadline naming the address or the
+// caller's cancellation.
 #include "bootstrap/await_rank.hpp"
 #include "bootstrap/job_store.hpp"
 #include "tests/store/store_helpers.hpp"
@@ -116,6 +117,24 @@ TEST(TcpStore, ConnectingToNothingTimesOutNamingTheAddress) {
   EXPECT_GE(since(t0), 300ms);
   EXPECT_LT(since(t0), 3s);
   EXPECT_TRUE(contains(msg, "127.0.0.1:" + std::to_string(port))) << msg;
+}
+
+// A caller that can give up (a Ctrl-C in Python's from_env) ends the wait for a server that is
+// not up: at the next attempt after it says so, far inside the deadline.
+TEST(TcpStore, ACancelledConnectionEndsBeforeItsDeadline) {
+  uint16_t port = 0;
+  {
+    TcpStoreServer probe(opts(0));
+    port = probe.port();
+  }
+  TcpStoreOptions o = opts(port);
+  o.connect_timeout = 20s;
+  const auto t0 = Clock::now();
+  o.cancelled = [&] { return since(t0) > 300ms; };
+  auto msg = error_of(ErrorCode::aborted, [&] { TcpStore c(o); });
+  EXPECT_GE(since(t0), 300ms);
+  EXPECT_LT(since(t0), 3s);
+  EXPECT_TRUE(contains(msg, "cancelled") && contains(msg, std::to_string(port))) << msg;
 }
 
 // A rank whose setup failed asks the store who failed first (bootstrap::reported_failure). When
