@@ -321,6 +321,10 @@ RunOptions parse_command_line(int argc, char** argv, bool& help) {
   if (t.offload.params && (t.stage != 3 || t.offload.optimizer_dir.empty()))
     throw std::invalid_argument(
         "--offload-params needs --stage 3 and --offload-optimizer disk:DIR");
+  if (t.rule == strata::UpdateRule::sgd && !t.offload.optimizer_dir.empty() && !t.offload.params)
+    throw std::invalid_argument(
+        "--offload-optimizer with --optimizer sgd: SGD keeps no optimizer state to offload "
+        "(--offload-params moves the parameter shard at --stage 3)");
   if (!t.join.empty() && (!r.save.empty() || !r.resume.empty()))
     throw std::invalid_argument(
         "--save and --resume with --join: a joining island takes its state from the running "

@@ -113,8 +113,9 @@ void write_json(const std::string& path, const RunOptions& r, int ranks,
 // the layout, and the activation memory its slots hold.
 void print_memory(strata::Communicator& world, const Trainer& t, const TrainOptions& o) {
   const strata::MemoryReport m = t.engine().memory();
-  // Offloaded, the state the formula counts is in the file; the window is resident.
-  const bool off = m.offloaded_optimizer_bytes > 0;
+  // Offloaded, the state the formula counts is in the file (none under SGD, whose file holds the
+  // parameters only); the window is resident.
+  const bool off = m.offloaded_optimizer_bytes > 0 || m.offloaded_param_bytes > 0;
   const size_t state = off ? m.offloaded_optimizer_bytes : m.optimizer_bytes;
   std::vector<int64_t> mine{int64_t(m.param_bytes + m.offloaded_param_bytes),
                             int64_t(m.grad_bytes),

@@ -164,7 +164,8 @@ struct AdamWOptions {
 enum class UpdateRule : uint8_t {
   adamw,  ///< AdamWOptions, every field
   /// torch.optim.SGD without momentum: p -= lr (g + weight_decay p), with AdamWOptions' lr, weight
-  /// decay and clipping (the moments stay zero). Linear in the gradient: averaging SGD steps is
+  /// decay and clipping. No optimizer state: the moments are not kept (state() reports them
+  /// zero, set_state() drops them). Linear in the gradient: averaging SGD steps is
   /// averaging gradients, which DiLoCo's check against synchronous training needs.
   sgd,
 };
@@ -172,9 +173,11 @@ enum class UpdateRule : uint8_t {
 /// Optimizer-state offload (ZeRO-Offload to disk): this rank's AdamW moments live in a scratch
 /// file in `optimizer_dir` (created and removed by the engine) and stream through a resident
 /// window of `window_bytes`, read ahead and written behind the update. Results are bit-identical.
+/// Under UpdateRule::sgd (no moments) it needs `params`: the file then holds the parameters only.
 struct OffloadOptions {
   std::string optimizer_dir;  ///< empty: the moments stay in memory
-  /// Three chunks of m and v (and p): at least 192 bytes (288 with the parameters).
+  /// Three chunks of m and v (and p): at least 192 bytes (288 with the parameters, 96 for the
+  /// parameters alone under SGD).
   size_t window_bytes = size_t(64) << 20;
   /// Stage 3 only: the parameter shard in the same file, read block by block as units are
   /// gathered and chunk by chunk by the update (ZeRO-Infinity's parameter offload).

@@ -29,20 +29,33 @@ class MemoryMoments final : public StateStore {
   std::array<std::vector<float>, 2> mv_;
 };
 
-// The file holds chunk after chunk, each C elements of m, then of v, then (if held) of p; the
-// last chunk is padded. Slot k % 3 holds chunk k; the file's one I/O thread runs jobs in order,
-// so a chunk read into a slot whose previous chunk is still being written waits for that write by
-// construction, and the sweep waits for a slot's last job before it touches the slot.
+// UpdateRule::sgd in memory: nothing kept.
+class NoState final : public StateStore {
+ public:
+  explicit NoState(size_t n) : StateStore(n) {}
+  Slice map(size_t off) override { return {nullptr, nullptr, nullptr, n_ - off}; }
+  void read(Array, size_t, size_t n, float* dst) override { std::fill_n(dst, n, 0.0f); }
+  void write(Array, size_t, size_t, const float*) override {}
+  size_t resident_bytes() const override { return 0; }
+};
+
+// The file holds chunk after chunk, each C elements of m, then of v (when it holds the moments),
+// then of p (when it holds the parameters); the last chunk is padded. Slot k % 3 holds chunk k;
+// the file's one I/O thread runs jobs in order, so a chunk read into a slot whose previous chunk
+// is still being written waits for that write by construction, and the sweep waits for a slot's
+// last job before it touches the slot. Under SGD it holds no moments: they read as zeros.
 class DiskState final : public StateStore {
  public:
   static constexpr size_t kSlots = 3;
 
-  DiskState(size_t n, size_t arrays, size_t chunk, const std::string& dir, int rank)
+  DiskState(size_t n, bool moments, bool params, size_t chunk, const std::string& dir, int rank)
       : StateStore(n),
-        A_(arrays),
+        moments_(moments),
+        params_(params),
+        A_((moments ? 2 : 0) + (params ? 1 : 0)),
         C_(chunk),
         chunks_((n + chunk - 1) / chunk),
-        file_(dir, chunks_ * arrays * chunk * sizeof(float), "ZeroEngine.offload", rank) {
+        file_(dir, chunks_ * A_ * chunk * sizeof(float), "ZeroEngine.offload", rank) {
     for (size_t i = 0; i < std::min(kSlots, chunks_); ++i) slots_[i].data.assign(A_ * C_, 0.0f);
   }
   ~DiskState() override {
@@ -63,10 +76,10 @@ class DiskState final : public StateStore {
       current_ = k;
       if (k + 1 < chunks_) load(k + 1);
     }
-    float* base = slots_[k % kSlots].data.data();
     const size_t i = off - k * C_;
-    return {base + i, base + C_ + i, A_ > 2 ? base + 2 * C_ + i : nullptr,
-            std::min(C_ - i, n_ - off)};
+    float* at = slots_[k % kSlots].data.data() + i;
+    return {moments_ ? at + position(m) * C_ : nullptr, moments_ ? at + position(v) * C_ : nullptr,
+            params_ ? at + position(p) * C_ : nullptr, std::min(C_ - i, n_ - off)};
   }
   void finish() override {
     if (current_ != kNone) store(current_);
@@ -74,12 +87,17 @@ class DiskState final : public StateStore {
   }
 
   void read(Array w, size_t off, size_t n, float* dst) override {
+    if (!holds(w)) {
+      std::fill_n(dst, n, 0.0f);
+      return;
+    }
     settle();
     for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
       file_.wait(file_.read(at, dst + i, len * sizeof(float)));
     });
   }
   void write(Array w, size_t off, size_t n, const float* src) override {
+    if (!holds(w)) return;  // SGD's moments: never read
     settle();
     for_pieces(w, off, n, [&](size_t at, size_t i, size_t len) {
       file_.write(at, src + i, len * sizeof(float));
@@ -87,11 +105,11 @@ class DiskState final : public StateStore {
     file_.drain();
   }
 
-  bool holds_params() const override { return A_ > 2; }
+  bool holds_params() const override { return params_; }
   size_t resident_bytes() const override {
     return std::min(kSlots, chunks_) * A_ * C_ * sizeof(float);
   }
-  size_t offloaded_bytes(Array w) const override { return size_t(w) < A_ ? n_ * sizeof(float) : 0; }
+  size_t offloaded_bytes(Array w) const override { return holds(w) ? n_ * sizeof(float) : 0; }
 
  private:
   static constexpr size_t kNone = size_t(-1);
@@ -101,6 +119,9 @@ class DiskState final : public StateStore {
     AsyncFile::Ticket ticket = 0;
   };
 
+  bool holds(Array w) const { return w == p ? params_ : moments_; }
+  // Where w's C elements lie in a chunk: m, v, then p (first when there are no moments).
+  size_t position(Array w) const { return w == p ? (moments_ ? 2 : 0) : size_t(w); }
   size_t chunk_bytes() const { return A_ * C_ * sizeof(float); }
   Slot& load(size_t k) {
     Slot& s = slots_[k % kSlots];
@@ -123,7 +144,7 @@ class DiskState final : public StateStore {
   // Calls f(file byte offset, index into the caller's array, elements) chunk by chunk.
   template <typename F>
   void for_pieces(Array w, size_t off, size_t n, F f) {
-    if (off + n > n_ || size_t(w) >= A_)
+    if (off + n > n_ || !holds(w))
       fail("ZeroEngine.offload", -1,
            "array " + std::to_string(int(w)) + " [" + std::to_string(off) + ", " +
                std::to_string(off + n) + ") is not in the file",
@@ -131,11 +152,12 @@ class DiskState final : public StateStore {
     for (size_t i = 0; i < n;) {
       const size_t k = (off + i) / C_, within = off + i - k * C_;
       const size_t len = std::min(C_ - within, n - i);
-      f(k * chunk_bytes() + (size_t(w) * C_ + within) * sizeof(float), i, len);
+      f(k * chunk_bytes() + (position(w) * C_ + within) * sizeof(float), i, len);
       i += len;
     }
   }
 
+  bool moments_, params_;
   size_t A_, C_, chunks_;
   AsyncFile file_;
   std::array<Slot, kSlots> slots_;
@@ -148,17 +170,24 @@ std::unique_ptr<StateStore> StateStore::in_memory(size_t n) {
   return std::make_unique<MemoryMoments>(n);
 }
 
-std::unique_ptr<StateStore> StateStore::on_disk(size_t n, bool params, const OffloadOptions& o,
-                                                int rank) {
+std::unique_ptr<StateStore> StateStore::stateless(size_t n) { return std::make_unique<NoState>(n); }
+
+std::unique_ptr<StateStore> StateStore::on_disk(size_t n, bool moments, bool params,
+                                                const OffloadOptions& o, int rank) {
   constexpr size_t kMinChunk = 8;  // tiny, but any chunk is correct; only its speed suffers
-  const size_t arrays = params ? 3 : 2, per_element = DiskState::kSlots * arrays * sizeof(float);
+  const size_t arrays = (moments ? 2 : 0) + (params ? 1 : 0);
+  if (arrays == 0)
+    fail("ZeroEngine", rank, "an offload file that would hold nothing", ErrorCode::internal);
+  const size_t per_element = DiskState::kSlots * arrays * sizeof(float);
   const size_t chunk = o.window_bytes / per_element;
   if (chunk < kMinChunk)
     fail("ZeroEngine", rank,
          "offload window of " + std::to_string(o.window_bytes) + " bytes: at least " +
              std::to_string(kMinChunk * per_element) + " (three chunks of " +
-             (params ? "m, v and the parameters)" : "m and v)"));
-  return std::make_unique<DiskState>(n, arrays, std::min(chunk, std::max<size_t>(n, 1)),
+             (!params   ? "m and v)"
+              : moments ? "m, v and the parameters)"
+                        : "the parameters)"));
+  return std::make_unique<DiskState>(n, moments, params, std::min(chunk, std::max<size_t>(n, 1)),
                                      o.optimizer_dir, rank);
 }
 

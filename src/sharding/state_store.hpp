@@ -1,8 +1,8 @@
 // Where a ZeroEngine keeps the per-element state it owns, in its owned space (the padded flat
-// model at stage 0, the shard at stages 1-3): the AdamW moments m and v, and, when stage 3
-// offloads them too, the parameters p. In memory (the moments only), or offloaded to a file and
-// streamed through a window of three chunks: the one being updated, the next one being read and
-// the last one being written.
+// model at stage 0, the shard at stages 1-3): the AdamW moments m and v (none under SGD), and,
+// when stage 3 offloads them too, the parameters p. In memory (the moments only), or offloaded to
+// a file and streamed through a window of three chunks: the one being updated, the next one being
+// read and the last one being written.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +24,14 @@ class StateStore {
   };
 
   static std::unique_ptr<StateStore> in_memory(size_t n);
-  /// The moments (and with `params` the parameters) in a file in o.optimizer_dir. Fails, naming
-  /// the directory, when it is missing, unwritable or short of space, or the window too small.
-  static std::unique_ptr<StateStore> on_disk(size_t n, bool params, const OffloadOptions& o,
-                                             int rank);
+  /// No state at all (UpdateRule::sgd in memory): the moments read as zeros, writes to them are
+  /// dropped (SGD never reads them), and nothing is allocated.
+  static std::unique_ptr<StateStore> stateless(size_t n);
+  /// The moments (unless `moments` is false: SGD) and with `params` the parameters, in a file
+  /// in o.optimizer_dir. Fails, naming the directory, when it is missing, unwritable or short of
+  /// space, or the window too small.
+  static std::unique_ptr<StateStore> on_disk(size_t n, bool moments, bool params,
+                                             const OffloadOptions& o, int rank);
   virtual ~StateStore() = default;
 
   /// The optimizer's sweep: map() at increasing offsets, then finish() (writes back, without

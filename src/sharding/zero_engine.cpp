@@ -27,9 +27,16 @@ ZeroEngine::Impl::Impl(Communicator comm, std::vector<TensorSpec> tensors, ZeroO
     fail("ZeroEngine", comm_.rank(),
          "offload.params needs stage 3 (stages 0-2 keep the full parameters) and "
          "offload.optimizer_dir (where the file goes)");
-  state_ = o.offload.optimizer_dir.empty()
-               ? StateStore::in_memory(owned)
-               : StateStore::on_disk(owned, o.offload.params, o.offload, comm_.rank());
+  // SGD keeps no moments: nothing allocated for them, nothing written to a file.
+  const bool moments = o.rule == UpdateRule::adamw;
+  if (!moments && !o.offload.optimizer_dir.empty() && !o.offload.params)
+    fail("ZeroEngine", comm_.rank(),
+         "offload.optimizer_dir under UpdateRule::sgd, which keeps no optimizer state to offload "
+         "(offload.params, at stage 3, offloads the parameter shard)");
+  if (o.offload.optimizer_dir.empty())
+    state_ = moments ? StateStore::in_memory(owned) : StateStore::stateless(owned);
+  else
+    state_ = StateStore::on_disk(owned, moments, o.offload.params, o.offload, comm_.rank());
   if (o.stage < 3)
     full_params_.assign(layout_.padded_numel(), 0.0f);
   else if (!state_->holds_params())

@@ -61,6 +61,11 @@ TEST(Zero, SgdMatchesTheSingleProcessReferenceOnEveryStage) {
     const auto got = e.full_params();
     EXPECT_EQ(shtest::compare(got, want), "") << "stage " << stage;
     EXPECT_TRUE(mp::identical_on_all_ranks(w, got.data(), got.size() * sizeof(float)));
+    // No moments kept: none allocated, and the state reports them zero.
+    EXPECT_EQ(e.memory().optimizer_bytes, 0u) << "stage " << stage;
+    const strata::EngineState st = e.state();
+    EXPECT_EQ(st.m, std::vector<float>(st.params.size(), 0.0f)) << "stage " << stage;
+    EXPECT_EQ(st.v, std::vector<float>(st.params.size(), 0.0f)) << "stage " << stage;
   }
 }
 

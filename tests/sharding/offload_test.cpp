@@ -96,6 +96,37 @@ TEST(Offload, StateMovesInAndOutAndTrainingContinuesTheSame) {
   }
 }
 
+TEST(Offload, SgdOffloadsTheParameterShardAloneAndTrainsBitForBitAsInMemory) {
+  // SGD keeps no moments: the file holds the parameters only, and nothing else is resident.
+  auto& w = mp::world();
+  shtest::Mlp m;
+  ZeroOptions in_memory = options(3);
+  in_memory.rule = strata::UpdateRule::sgd;
+  ZeroEngine mem(w, m.specs(), in_memory);
+  shtest::init_engine(m, mem);
+  train(m, mem, 0, 5);
+  const size_t owned = mem.layout().shard_numel();
+  const size_t per_element = 3 * sizeof(float);  // three chunks of p
+  for (size_t window : {8 * per_element, size_t(1000), size_t(1) << 20}) {
+    SCOPED_TRACE(testing::Message() << "window " << window);
+    ZeroOptions o = options(3, window);
+    o.rule = strata::UpdateRule::sgd;
+    o.offload.params = true;
+    ZeroEngine e(w, m.specs(), o);
+    shtest::init_engine(m, e);
+    train(m, e, 0, 5);
+    EXPECT_EQ(e.full_params(), mem.full_params());
+    const size_t chunk = std::min(window / per_element, owned);
+    const auto r = e.memory();
+    EXPECT_EQ(r.optimizer_bytes, std::min<size_t>(3, (owned + chunk - 1) / chunk) * 4 * chunk);
+    EXPECT_EQ(r.offloaded_optimizer_bytes, 0u);
+    EXPECT_EQ(r.offloaded_param_bytes, 4 * owned);
+    const strata::EngineState st = e.state();
+    EXPECT_EQ(st.m, std::vector<float>(st.params.size(), 0.0f));
+    EXPECT_EQ(st.v, std::vector<float>(st.params.size(), 0.0f));
+  }
+}
+
 // Expects ZeroEngine's constructor to fail with `code`, naming every one of `words`.
 void expect_refused(const ZeroOptions& o, strata::ErrorCode code,
                     std::initializer_list<std::string> words) {
@@ -110,7 +141,7 @@ void expect_refused(const ZeroOptions& o, strata::ErrorCode code,
   }
 }
 
-TEST(Offload, AMissingDirectoryAFileATinyWindowOrParamsBelowStage3AreRefused) {
+TEST(Offload, AMissingDirectoryAFileATinyWindowOrABadCombinationIsRefused) {
   const auto inv = strata::ErrorCode::invalid_argument;
   ZeroOptions o = options(1, 192);
   o.offload.optimizer_dir = "/nonexistent/strata-offload";
@@ -127,6 +158,12 @@ TEST(Offload, AMissingDirectoryAFileATinyWindowOrParamsBelowStage3AreRefused) {
   o = options(2, 1 << 20);
   o.offload.params = true;
   expect_refused(o, inv, {"offload.params needs stage 3"});
+  o = options(3, 1 << 20);  // SGD has no moments to offload
+  o.rule = strata::UpdateRule::sgd;
+  expect_refused(o, inv, {"UpdateRule::sgd", "offload.params"});
+  o.offload.params = true;
+  o.offload.window_bytes = 95;
+  expect_refused(o, inv, {"95 bytes", "at least 96", "the parameters"});
 }
 
 TEST(Offload, NoRoomForTheFileIsRefusedNamingItAndTheBytes) {

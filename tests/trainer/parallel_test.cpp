@@ -172,6 +172,12 @@ TEST(Layout, ReplicasStayIdenticalAndTrafficAndMemoryEqualTheFormulas) {
     o.micro_batches = m, o.stage = 3;
     layouts.push_back(o);
   }
+  // SGD keeps no optimizer state: the formula counts none.
+  for (int stage : {0, 1}) {
+    TrainOptions o = base;
+    o.stage = stage, o.rule = strata::UpdateRule::sgd;
+    layouts.push_back(o);
+  }
   for (const TrainOptions& o : layouts) {
     gpt::Trainer t(w, corpus(), o);
     gpt::StepReport r;

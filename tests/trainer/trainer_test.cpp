@@ -84,6 +84,9 @@ TEST(CommandLine, ParsesFlagsAndNamesTheBadOne) {
   EXPECT_NE(error({"strata-gpt", "--steps", "99999999999"}).find("--steps: must be from 1 to"),
             std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--optimizer", "lion"}).find("--optimizer"), std::string::npos);
+  EXPECT_NE(error({"strata-gpt", "--optimizer", "sgd", "--offload-optimizer", "disk:/tmp"})
+                .find("SGD keeps no optimizer state"),
+            std::string::npos);
   EXPECT_NE(error({"strata-gpt", "--islands", "2", "--join", "h:1", "--save", "d"})
                 .find("--save and --resume with --join"),
             std::string::npos);

@@ -64,14 +64,17 @@ std::vector<Unit> units_of(const TrainOptions& o, int ranks, int stage) {
   return r;
 }
 
-// A rank's parameters and their bytes under ZeRO stage `zero` over `dp` ranks, from its units.
-Memory memory_of_units(const std::vector<Unit>& units, int zero, size_t dp) {
+// A rank's parameters and their bytes under ZeRO stage `zero` over `dp` ranks, from its units;
+// AdamW keeps two moments a parameter, SGD none.
+Memory memory_of_units(const std::vector<Unit>& units, int zero, size_t dp,
+                       strata::UpdateRule rule) {
   Memory r;
   for (const Unit& u : units) r.params += u.params, r.dense += u.dense;
   const size_t P = r.params;
   r.param_bytes = 4 * (zero < 3 ? P : P / dp);
   r.grad_bytes = 4 * (zero < 2 ? P : P / dp);
-  r.optimizer_bytes = 8 * (zero == 0 ? P : P / dp);
+  const size_t moments = rule == strata::UpdateRule::adamw ? 2 : 0;
+  r.optimizer_bytes = 4 * moments * (zero == 0 ? P : P / dp);
   return r;
 }
 
@@ -209,7 +212,7 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
   // double summed over dp and over tp x pp.
   const int dp = ranks / (o.tp * o.ep * o.pp), mp = o.tp * o.ep * o.pp;
   const std::vector<Unit> units = units_of(o, ranks, stage);
-  const Memory mem = memory_of_units(units, o.stage, size_t(dp));
+  const Memory mem = memory_of_units(units, o.stage, size_t(dp), o.rule);
   const double P = 4.0 * double(mem.params);
   r.dp_gather_bus_bytes = o.stage == 1 || o.stage == 2 ? strata::gather_bus_bytes(P, dp)
                           : o.stage == 3               ? zero3_gather_bus_bytes(o, units, dp, stage)
@@ -228,7 +231,7 @@ Traffic traffic_formula(const TrainOptions& o, int ranks, int stage) {
 
 Memory memory_formula(const TrainOptions& o, int ranks, int stage) {
   const size_t dp = size_t(ranks) / size_t(o.tp * o.ep * o.pp);
-  return memory_of_units(units_of(o, ranks, stage), o.stage, dp);
+  return memory_of_units(units_of(o, ranks, stage), o.stage, dp, o.rule);
 }
 
 }  // namespace gpt
