@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `pip install .` as a PyTorch user does it, checked end to end (CTest pip_install, labelled
-# slow: it builds the whole library again, about 2 minutes here):
+# slow: it builds the whole library again, about 4 minutes on 2 vCPUs):
 #   a fresh venv, whose torch 2.15, numpy, nanobind and scikit-build-core are the project venv's
 #   (one .pth line: the same packages without a 5 GB download per run), then
 #   pip install --no-build-isolation --no-index <source>   (the command docs/bindings.md gives),
