@@ -111,8 +111,8 @@ struct NodeTopology {
 };
 
 /// This node: read from STRATA_TOPO_FILE when set (any format load_node reads), else detected live
-/// with hwloc, plus NVLink from NVML when an NVIDIA driver is present. Its `id` is this process's
-/// node identity.
+/// with hwloc (once a process: the machine does not change under it), plus NVLink from NVML when
+/// an NVIDIA driver is present. Its `id` is this process's node identity.
 NodeTopology detect_node();
 /// A node read from `path`: hwloc XML, NCCL topology XML (`<system version="1">`), or a Strata
 /// dump (the node whose id is this process's node identity, or the only one). Throws
