@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "strata/error.hpp"
+#include "tests/expect_error.hpp"
 
 using namespace strata;
+using testing_errors::expect_invalid;
 
 namespace {
 
@@ -39,17 +41,6 @@ std::vector<int> strided(const MeshShape& s, int r, Dim d) {
   std::vector<int> g;
   for (int i = 0; i < s[d]; ++i) g.push_back(r + (i - coord) * stride);
   return g;
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << "\nlacks: " << n;
-  }
 }
 
 // A job of CPU-only nodes holding `per_node[i]` ranks each, ranks numbered node by node.
@@ -117,27 +108,28 @@ TEST(Mesh, CombinedGroupsAreTheProductOfTheirDimensions) {
 }
 
 TEST(Mesh, ShapesThatDoNotFitTheWorldAreRejected) {
-  expect_error([] { MeshShape{.tp = 3}.resolved(8); },
-               {"tp=3", "tp*cp*ep*pp = 3", "does not divide the world size 8"});
-  expect_error([] { MeshShape{.tp = 2, .dp = 3}.resolved(8); },
-               {"tp*cp*ep*dp*pp = 6", "the world has 8 ranks"});
-  expect_error([] { MeshShape{.tp = 0}.resolved(8); }, {"tp=0 must be at least 1"});
-  expect_error([] { MeshShape{.dp = -1}.resolved(8); }, {"dp=-1"});
+  expect_invalid([] { MeshShape{.tp = 3}.resolved(8); },
+                 {"tp=3", "tp*cp*ep*pp = 3", "does not divide the world size 8"});
+  expect_invalid([] { MeshShape{.tp = 2, .dp = 3}.resolved(8); },
+                 {"tp*cp*ep*dp*pp = 6", "the world has 8 ranks"});
+  expect_invalid([] { MeshShape{.tp = 0}.resolved(8); }, {"tp=0 must be at least 1"});
+  expect_invalid([] { MeshShape{.dp = -1}.resolved(8); }, {"dp=-1"});
   EXPECT_EQ((MeshShape{.tp = 2, .cp = 2}.resolved(8).dp), 2);
 }
 
 // An unresolved shape (dp = 0: "fill") or a rank outside it is refused where it used to divide by
 // zero (SIGFPE) or read past the job's ranks.
 TEST(Mesh, AnUnresolvedShapeOrARankOutsideItIsRefused) {
-  expect_error([] { MeshShape{.tp = 2}.coords(3); }, {"dp=0 is not resolved", "resolved(world)"});
-  expect_error([] { MeshShape{.tp = 2}.group(0, {Dim::tp}); }, {"dp=0 is not resolved"});
-  expect_error([] { MeshShape{.tp = 0, .dp = 2}.coords(0); }, {"tp=0 is not resolved"});
-  expect_error([] { MeshShape{.tp = 2}.resolved(4).coords(4); }, {"rank 4 is out of range [0, 4)"});
-  expect_error([] { MeshShape{.tp = 2}.resolved(4).coords(-1); }, {"rank -1 is out of range"});
+  expect_invalid([] { MeshShape{.tp = 2}.coords(3); }, {"dp=0 is not resolved", "resolved(world)"});
+  expect_invalid([] { MeshShape{.tp = 2}.group(0, {Dim::tp}); }, {"dp=0 is not resolved"});
+  expect_invalid([] { MeshShape{.tp = 0, .dp = 2}.coords(0); }, {"tp=0 is not resolved"});
+  expect_invalid([] { MeshShape{.tp = 2}.resolved(4).coords(4); },
+                 {"rank 4 is out of range [0, 4)"});
+  expect_invalid([] { MeshShape{.tp = 2}.resolved(4).coords(-1); }, {"rank -1 is out of range"});
   const JobTopology two_by_four = cpu_job({4, 4});
-  expect_error([&] { validate_mesh(MeshShape{.tp = 4}, two_by_four); }, {"dp=0 is not resolved"});
-  expect_error([&] { validate_mesh(MeshShape{.tp = 2}.resolved(4), two_by_four); },
-               {"multiply to 4 but the job has 8 ranks"});
+  expect_invalid([&] { validate_mesh(MeshShape{.tp = 4}, two_by_four); }, {"dp=0 is not resolved"});
+  expect_invalid([&] { validate_mesh(MeshShape{.tp = 2}.resolved(4), two_by_four); },
+                 {"multiply to 4 but the job has 8 ranks"});
   EXPECT_EQ((MeshShape{.tp = 2}.resolved(4).coords(3)),
             (std::array<int, kMeshDims>{1, 0, 0, 1, 0}));
 }
@@ -146,10 +138,10 @@ TEST(Mesh, TpMustStayInsideANode) {
   const JobTopology two_by_four = cpu_job({4, 4});
   validate_mesh(MeshShape{.tp = 4}.resolved(8), two_by_four);
   validate_mesh(MeshShape{.tp = 2, .pp = 2}.resolved(8), two_by_four);
-  expect_error([&] { validate_mesh(MeshShape{.tp = 8}.resolved(8), two_by_four); },
-               {"tp=8 is larger than a node", "2 nodes has 4 ranks"});
+  expect_invalid([&] { validate_mesh(MeshShape{.tp = 8}.resolved(8), two_by_four); },
+                 {"tp=8 is larger than a node", "2 nodes has 4 ranks"});
   const JobTopology three_three = cpu_job({3, 3});
-  expect_error(
+  expect_invalid(
       [&] { validate_mesh(MeshShape{.tp = 2}.resolved(6), three_three); },
       {"TP group of world ranks 2,3", "node0 (ranks 2)", "node1 (ranks 3)", "allow_cross_node_tp"});
   validate_mesh(MeshShape{.tp = 2}.resolved(6), three_three, {.allow_cross_node_tp = true});
@@ -163,7 +155,7 @@ TEST(Mesh, ProposalKeepsTpInTheSmallestNode) {
   EXPECT_EQ(propose_mesh(cpu_job({4, 4}), 2).to_string(), "tp=4 cp=1 ep=1 dp=1 pp=2");
   EXPECT_EQ(propose_mesh(cpu_job({4, 2})).to_string(), "tp=2 cp=1 ep=1 dp=3 pp=1");
   EXPECT_EQ(propose_mesh(cpu_job({3, 3, 3, 3}), 2).to_string(), "tp=3 cp=1 ep=1 dp=2 pp=2");
-  expect_error([] { propose_mesh(cpu_job({2, 2}), 3); }, {"pp=3", "world size 4"});
+  expect_invalid([] { propose_mesh(cpu_job({2, 2}), 3); }, {"pp=3", "world size 4"});
 }
 
 // On the POWER8 file GPUs 0-1 and 2-3 are NVLink pairs: TP is the pair, not the whole node.

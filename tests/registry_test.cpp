@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "tests/expect_error.hpp"
 
 using namespace strata;
 using algo::Collective;
@@ -54,14 +55,7 @@ std::string chosen(Collective c, const GroupView& g, size_t bytes, const algo::F
   return std::string(ch.algo->name) + (ch.forced ? " (forced)" : "");
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_errors::error_of;
 
 }  // namespace
 

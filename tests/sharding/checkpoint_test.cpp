@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "model.hpp"
+#include "tests/expect_error.hpp"
 #include "tests/mp/mp.hpp"
 
 namespace {
@@ -119,14 +120,7 @@ TEST(Checkpoint, LatestPointsAtTheLastCompleteSave) {
   EXPECT_EQ(checkpoints, 2u);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const strata::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_errors::error_of;
 
 TEST(Checkpoint, DamagedOrForeignCheckpointsAreErrorsNamingTheFile) {
   auto& w = mp::world();

@@ -8,11 +8,7 @@
 using namespace store_test;
 
 TEST(TcpStore, ClientRetriesUntilTheServerIsUpAndResolvesHostNames) {
-  uint16_t port = 0;
-  {
-    TcpStoreServer probe(opts(0));  // find a free port, then free it again
-    port = probe.port();
-  }
+  const uint16_t port = unused_port();
   TcpStoreOptions o = opts(port);
   o.host = "localhost";
   auto client = std::async(std::launch::async, [&] {
@@ -105,11 +101,7 @@ TEST(TcpStore, ASocketConnectedToItselfIsRecognised) {
 }
 
 TEST(TcpStore, ConnectingToNothingTimesOutNamingTheAddress) {
-  uint16_t port = 0;
-  {
-    TcpStoreServer probe(opts(0));
-    port = probe.port();
-  }
+  const uint16_t port = unused_port();
   TcpStoreOptions o = opts(port);
   o.connect_timeout = 300ms;
   const auto t0 = Clock::now();
@@ -122,11 +114,7 @@ TEST(TcpStore, ConnectingToNothingTimesOutNamingTheAddress) {
 // A caller that can give up (a Ctrl-C in Python's from_env) ends the wait for a server that is
 // not up: at the next attempt after it says so, far inside the deadline.
 TEST(TcpStore, ACancelledConnectionEndsBeforeItsDeadline) {
-  uint16_t port = 0;
-  {
-    TcpStoreServer probe(opts(0));
-    port = probe.port();
-  }
+  const uint16_t port = unused_port();
   TcpStoreOptions o = opts(port);
   o.connect_timeout = 20s;
   const auto t0 = Clock::now();

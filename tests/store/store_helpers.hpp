@@ -48,6 +48,9 @@ inline TcpStoreOptions opts(uint16_t port, const std::string& token = kToken) {
 
 inline Bytes bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
 
+/// A port no server listens on: a store server's, found and freed again.
+inline uint16_t unused_port() { return TcpStoreServer(opts(0)).port(); }
+
 inline milliseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
 }

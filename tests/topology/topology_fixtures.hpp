@@ -14,10 +14,12 @@
 
 #include "strata/error.hpp"
 #include "strata/topology.hpp"
+#include "tests/expect_error.hpp"
 
 namespace topo_test {
 
 using namespace strata;
+using testing_errors::expect_invalid;
 namespace fs = std::filesystem;
 
 inline std::string data(const std::string& rel) {
@@ -56,19 +58,6 @@ inline size_t count_nics(const NodeTopology& n, NicKind k) {
   size_t c = 0;
   for (size_t i : n.of_kind(DeviceKind::nic)) c += n.devices[i].nic_kind == k;
   return c;
-}
-
-// Runs `what` expecting strata::Error(invalid_argument) whose message holds every `needle`.
-template <typename F>
-void expect_invalid(F what, std::initializer_list<std::string> needles) {
-  try {
-    what();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
 }
 
 inline std::string temp_file(const std::string& name, const std::string& text) {
