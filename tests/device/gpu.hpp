@@ -43,8 +43,7 @@ class DeviceMemory {
   bool ok_ = false;
 };
 
-template <class Alloc>  // std::allocator or mp::alloc's
-void up(const DeviceMemory& d, const std::vector<uint8_t, Alloc>& h) {
+inline void up(const DeviceMemory& d, const std::vector<uint8_t>& h) {
   ASSERT_EQ(cudaMemcpy(d.get(), h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
 }
 inline std::vector<uint8_t> down(const DeviceMemory& d, size_t bytes) {

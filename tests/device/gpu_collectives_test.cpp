@@ -42,7 +42,7 @@ void expect_nccl_refusal(DataType dt, ReduceOp op,
 }
 
 std::vector<uint8_t> pattern(DataType dt, size_t n, int rank, size_t first = 0) {
-  std::vector<uint8_t> v(n * dtype_size(dt));  // gpu::up's type, not mp::alloc's
+  auto v = mp::alloc(dt, n);
   mp::fill(v.data(), dt, n, rank, first);
   return v;
 }

@@ -35,7 +35,7 @@ void check(DataType dt, const Pattern& p, size_t gap, int salt) {
     sc[j] = p(me, j, n), sd[j] = in_len, in_len += sc[j] + gap;
     rc[j] = p(j, me, n), rd[j] = out_len, out_len += rc[j] + gap;
   }
-  mp::Bytes in(in_len * es), out(out_len * es, 0xA5), want(out_len * es, 0xA5);
+  std::vector<uint8_t> in(in_len * es), out(out_len * es, 0xA5), want(out_len * es, 0xA5);
   for (int j = 0; j < n; ++j) {
     mp::fill(in.data() + sd[j] * es, dt, sc[j], me, 0, salt + j);
     mp::fill(want.data() + rd[j] * es, dt, rc[j], j, 0, salt + me);

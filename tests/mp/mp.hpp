@@ -3,10 +3,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,41 +16,12 @@ namespace mp {
 /// The world communicator, created once in main().
 strata::Communicator& world();
 
-/// Allocates from 2 MiB on in transparent huge pages, where the kernel gives them on request
-/// (THP "madvise"): first touching 256 MiB then takes 128 page faults, not 65536. A 4-rank test
-/// of 64 Mi elements spent 40 % of its time faulting in 4 KiB pages on a KVM host.
-template <class T>
-struct HugePageAllocator {
-  using value_type = T;
-  HugePageAllocator() = default;
-  template <class U>
-  HugePageAllocator(const HugePageAllocator<U>&) {}
-  T* allocate(size_t n) {
-    const size_t bytes = n * sizeof(T);
-    if (bytes < kHuge) return static_cast<T*>(::operator new(bytes));
-    void* p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
-    if (p == nullptr) throw std::bad_alloc();
-    madvise(p, bytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages serve if refused
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, size_t n) {
-    if (n * sizeof(T) < kHuge)
-      ::operator delete(p);
-    else
-      std::free(p);
-  }
-  template <class U>
-  bool operator==(const HugePageAllocator<U>&) const {
-    return true;
-  }
-  static constexpr size_t kHuge = size_t(2) << 20;
-};
-using Bytes = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
-
 /// Bytes of `n` elements of `dt`.
-inline Bytes alloc(strata::DataType dt, size_t n) { return Bytes(n * strata::dtype_size(dt)); }
+inline std::vector<uint8_t> alloc(strata::DataType dt, size_t n) {
+  return std::vector<uint8_t>(n * strata::dtype_size(dt));
+}
 
-inline strata::Buffer view(Bytes& v, strata::DataType dt, size_t offset_elems = 0,
+inline strata::Buffer view(std::vector<uint8_t>& v, strata::DataType dt, size_t offset_elems = 0,
                            size_t count = SIZE_MAX) {
   size_t es = strata::dtype_size(dt);
   if (count == SIZE_MAX) count = v.size() / es - offset_elems;

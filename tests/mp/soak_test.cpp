@@ -33,8 +33,8 @@ struct Tally {
 };
 
 // Checks `got` (n elements) against `want`; records the first difference.
-void check(const mp::Bytes& got, size_t at, const mp::Bytes& want, DataType dt, size_t n,
-           const std::string& what, Tally& t) {
+void check(const std::vector<uint8_t>& got, size_t at, const std::vector<uint8_t>& want,
+           DataType dt, size_t n, const std::string& what, Tally& t) {
   const std::string bad = mp::compare(got.data() + at * dtype_size(dt), want.data(), dt, n);
   EXPECT_EQ(bad, "") << what;
   t.elements += n;
@@ -52,9 +52,9 @@ void one_call(Communicator& c, std::mt19937_64& rng, int salt, Tally& t) {
   const std::string what = "call " + std::to_string(t.calls) + ": kind " + std::to_string(kind) +
                            ", " + std::string(dtype_name(dt)) + " x " + std::to_string(count) +
                            ", op " + std::string(op_name(op)) + ", root " + std::to_string(root);
-  mp::Bytes in, out, want;
+  std::vector<uint8_t> in, out, want;
   auto block = [&](int rank, size_t first, size_t k) {  // rank's data, elements [first, first+k)
-    mp::Bytes b = mp::alloc(dt, k);
+    std::vector<uint8_t> b = mp::alloc(dt, k);
     mp::fill(b.data(), dt, k, rank, first, salt);
     return b;
   };
