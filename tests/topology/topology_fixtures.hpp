@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
