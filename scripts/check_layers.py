@@ -73,11 +73,15 @@ TRAINER = {
 }
 
 
-# Headers only their own layer may include: a transport's implementation, which the runtime reaches
-# through the interface (transport/transport.hpp) and the transport's factory (ucx/factory.hpp).
+# Headers only their own layer may include: a transport's implementation (ucx/, solo/), which the
+# runtime reaches through the interface (transport/transport.hpp) and its factory (ucx/factory.hpp).
+TRANSPORTS = ("ucx", "solo")
+
+
 def own_layer_only(spelled):
-    if spelled.startswith("transport/ucx/") and spelled != "transport/ucx/factory.hpp":
-        return "transport"
+    for t in TRANSPORTS:
+        if spelled.startswith(f"transport/{t}/") and spelled != f"transport/{t}/factory.hpp":
+            return "transport"
     return None
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = ("*.hpp", "*.cpp", "*.h", "*.c")

@@ -8,6 +8,7 @@
 #include "runtime/group_view.hpp"
 #include "shm/sync.hpp"
 #include "transport/calls/call_bits.hpp"
+#include "transport/solo/factory.hpp"
 #include "transport/ucx/factory.hpp"
 
 namespace strata {
@@ -29,8 +30,10 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
     std::vector<bool> network_watched;  // peers whose death the process table cannot show
     for (const auto& p : where.process_of_rank) network_watched.push_back(!p.observable());
     const algo::NodeLayout layout(where.node_of_rank);
-    transport = ucx::make_transport(*store, rank, size, network_watched, layout.nodes() == 1,
-                                    context("init"), timeout);
+    // A group of one talks only to itself: no UCX worker (transport/solo/).
+    transport = size == 1 ? solo::make_transport()
+                          : ucx::make_transport(*store, rank, size, network_watched,
+                                                layout.nodes() == 1, context("init"), timeout);
     const int local = int(layout.ranks_of[size_t(layout.node_of_rank[size_t(rank)])].size());
     const bool oversubscribed = where.oversubscribed();
     transport->set_oversubscribed(oversubscribed);
@@ -52,8 +55,11 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_
   queue_ = std::make_shared<runtime::OpQueue>(std::move(transport), health_, timeout);
   queue_->start();
   STRATA_LOG(INFO, "INIT") << "group " << name << ": rank " << rank << " of " << size
-                           << ", transport " << (shm_ ? "shm+ucx" : "ucx") << ", timeout "
-                           << timeout.count() / 1000.0 << " s; " << view_.nodes
+                           << ", transport "
+                           << (size == 1 ? "none"
+                               : shm_    ? "shm+ucx"
+                                         : "ucx")
+                           << ", timeout " << timeout.count() / 1000.0 << " s; " << view_.nodes
                            << " node(s), links " << runtime::describe_links(view_);
 }
 

@@ -2,8 +2,8 @@
 // plus user point-to-point messages), progress and sleep for the op queue, and one channel for
 // failure notices (peer health); the call comparison, which a transport may offer, lives in
 // calls/. One instance per communicator, used by one thread at a time (the op queue's owner).
-// Implementations live beside it, one folder each (ucx/: UCX's tagged messages); the runtime
-// makes them through their factory (ucx/factory.hpp) and sees no transport's own headers.
+// Implementations live beside it, one folder each (ucx/: UCX's tagged messages; solo/: a group of
+// one rank); the runtime makes them through their factory.hpp and sees no transport's own headers.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
-// UCX host data plane: one ucp worker per communicator (so communicators progress independently),
-// endpoints to every peer exchanged through the store, tagged messages, and a wait that spins
-// briefly and then sleeps on the worker's event fd so an idle rank does not burn a core.
+// UCX host data plane: one ucp worker per communicator of two or more ranks (so communicators
+// progress independently), endpoints to every peer exchanged through the store, tagged messages,
+// and a wait that spins briefly and then sleeps on the worker's event fd so an idle rank does not
+// burn a core.
 #pragma once
 
 #include <ucp/api/ucp.h>
