@@ -43,7 +43,7 @@ void Solo::begin(uint64_t seq, const ErrorContext& where, Clock::time_point) {
   // What an earlier collective left (it threw between a post and its match) can never match
   // now; a receive of it would write into a buffer its caller freed.
   std::erase_if(unexpected_, [&](const Message& m) { return m.key.collective; });
-  std::erase_if(posted_, [&](const auto& r) { return r->key.collective; });
+  std::erase_if(posted_, [&](const Receive& r) { return r.key.collective; });
 }
 
 transport::Request Solo::isend(int peer, const void* data, size_t bytes, uint32_t step) {
@@ -66,10 +66,10 @@ transport::Request Solo::send(Key key, int peer, const void* data, size_t bytes)
   check_peer(peer, "send to");
   transport::Request r{nullptr, peer, bytes, false};
   auto it = std::find_if(posted_.begin(), posted_.end(),
-                         [&](const auto& p) { return !p->done && p->key == key; });
+                         [&](const Receive& p) { return !p.done && p.key == key; });
   const auto* in = static_cast<const uint8_t*>(data);
   if (it != posted_.end()) {
-    deliver(**it, in, bytes);
+    deliver(*it, in, bytes);
   } else {
     unexpected_.push_back({key, std::vector<uint8_t>(in, in + bytes)});
   }
@@ -78,14 +78,14 @@ transport::Request Solo::send(Key key, int peer, const void* data, size_t bytes)
 
 transport::Request Solo::receive(Key key, int peer, void* data, size_t bytes) {
   check_peer(peer, "receive from");
-  auto& r = posted_.emplace_back(std::make_unique<Receive>(Receive{key, data, bytes}));
+  Receive& r = posted_.emplace_back(Receive{key, data, bytes});
   auto it = std::find_if(unexpected_.begin(), unexpected_.end(),
                          [&](const Message& m) { return m.key == key; });
   if (it != unexpected_.end()) {
-    deliver(*r, it->data.data(), it->data.size());
+    deliver(r, it->data.data(), it->data.size());
     unexpected_.erase(it);
   }
-  return {r.get(), peer, bytes, true};
+  return {&r, peer, bytes, true};
 }
 
 void Solo::deliver(Receive& r, const uint8_t* data, size_t bytes) {
@@ -97,12 +97,12 @@ void Solo::deliver(Receive& r, const uint8_t* data, size_t bytes) {
 bool Solo::test(transport::Request& r, const ErrorContext& where) {
   if (!r.handle) return true;
   auto it = std::find_if(posted_.begin(), posted_.end(),
-                         [&](const auto& p) { return p.get() == r.handle; });
+                         [&](const Receive& p) { return &p == r.handle; });
   if (it == posted_.end()) {
     throw Error(ErrorCode::internal, where, "a receive this transport no longer holds");
   }
-  if (!(*it)->done) return false;
-  const size_t got = (*it)->got;
+  if (!it->done) return false;
+  const size_t got = it->got;
   posted_.erase(it);
   r.handle = nullptr;
   if (got != r.bytes) {
@@ -130,7 +130,7 @@ void Solo::wait(std::span<transport::Request> requests) {
 
 void Solo::cancel(transport::Request& r) {
   if (!r.handle) return;
-  std::erase_if(posted_, [&](const auto& p) { return p.get() == r.handle; });
+  std::erase_if(posted_, [&](const Receive& p) { return &p == r.handle; });
   r.handle = nullptr;
 }
 

@@ -72,10 +72,10 @@ class Solo final : public transport::Transport {
   uint64_t seq_ = 0;
   ErrorContext where_;
   bool oversubscribed_ = false;
-  std::list<Message> unexpected_;               // sent, not yet received, in order
-  std::list<std::unique_ptr<Receive>> posted_;  // received, not yet sent, in order
-  int wake_fd_ = -1;                            // wake()
-  int quiet_fd_ = -1;  // event_fd(): never readable, nothing arrives from a network
+  std::list<Message> unexpected_;  // sent, not yet received, in order
+  std::list<Receive> posted_;      // receives posted, in order (a request holds its address)
+  int wake_fd_ = -1;               // wake()
+  int quiet_fd_ = -1;              // event_fd(): never readable, nothing arrives from a network
 };
 
 }  // namespace strata::solo
